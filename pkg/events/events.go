@@ -1,0 +1,132 @@
+// Package events is stockflow's wire contract: every subject and payload that crosses a service
+// boundary, one file per event. Start reading here: it lists every message in the system.
+//
+// Every message body is an Envelope whose Data holds the event. SchemaVersion is the major
+// version of the contract; within a version, changes are additive only (new optional fields),
+// and the fixtures in testdata/ must keep decoding — a test fails CI otherwise.
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SchemaVersion is the contract version this build writes and the highest it reads.
+const SchemaVersion = 1
+
+// Event is implemented by every payload type in this package.
+type Event interface {
+	// Subject is the NATS subject the event is published on.
+	Subject() string
+}
+
+// Envelope is the body of every message.
+type Envelope struct {
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schema_version"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	Data          json.RawMessage `json:"data"`
+}
+
+// Message is an encoded event ready for the outbox: ID doubles as the Nats-Msg-Id.
+type Message struct {
+	ID      string
+	Subject string
+	Data    []byte
+}
+
+// ErrMalformed marks a message that can never be processed (bad JSON, unknown version or
+// type, missing fields); consumers terminate it instead of retrying.
+var ErrMalformed = errors.New("malformed event")
+
+// NewID returns a new event id (UUIDv7: time-ordered).
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Encode wraps ev in an envelope with a fresh id.
+func Encode(ev Event, at time.Time) (Message, error) {
+	return EncodeWithID(NewID(), ev, at)
+}
+
+// EncodeWithID wraps ev with a caller-chosen id: a deterministic id (say "timeout:<order>")
+// lets JetStream deduplication absorb a second publish of the same fact.
+func EncodeWithID(id string, ev Event, at time.Time) (Message, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode %s: %w", ev.Subject(), err)
+	}
+	body, err := json.Marshal(Envelope{ID: id, Type: ev.Subject(), SchemaVersion: SchemaVersion, OccurredAt: at.UTC(), Data: data})
+	if err != nil {
+		return Message{}, fmt.Errorf("encode %s: %w", ev.Subject(), err)
+	}
+	return Message{ID: id, Subject: ev.Subject(), Data: body}, nil
+}
+
+// Open decodes the envelope of a message body.
+func Open(body []byte) (Envelope, error) {
+	var env Envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if env.ID == "" || env.Type == "" {
+		return Envelope{}, fmt.Errorf("%w: envelope without id or type", ErrMalformed)
+	}
+	if env.SchemaVersion < 1 || env.SchemaVersion > SchemaVersion {
+		return Envelope{}, fmt.Errorf("%w: schema version %d not supported (max %d)", ErrMalformed, env.SchemaVersion, SchemaVersion)
+	}
+	return env, nil
+}
+
+// Decode opens body and decodes its data as T, checking that the type matches T's subject and
+// that the payload is valid. Unknown fields are accepted: newer producers may add them.
+func Decode[T interface {
+	Event
+	validate() error
+}](body []byte) (Envelope, T, error) {
+	var ev T
+	env, err := Open(body)
+	if err != nil {
+		return env, ev, err
+	}
+	if env.Type != ev.Subject() {
+		return env, ev, fmt.Errorf("%w: type %q, want %q", ErrMalformed, env.Type, ev.Subject())
+	}
+	if err := json.Unmarshal(env.Data, &ev); err != nil {
+		return env, ev, fmt.Errorf("%w: %s data: %v", ErrMalformed, env.Type, err)
+	}
+	if err := ev.validate(); err != nil {
+		return env, ev, fmt.Errorf("%w: %s: %v", ErrMalformed, env.Type, err)
+	}
+	return env, ev, nil
+}
+
+// Line is one SKU and quantity of an order.
+type Line struct {
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
+}
+
+func validateLines(lines []Line) error {
+	if len(lines) == 0 {
+		return errors.New("no lines")
+	}
+	for _, l := range lines {
+		if l.SKU == "" || l.Qty <= 0 {
+			return fmt.Errorf("bad line %+v", l)
+		}
+	}
+	return nil
+}
+
+func need(fields map[string]string) error {
+	for name, v := range fields {
+		if v == "" {
+			return fmt.Errorf("missing %s", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package httpx is the HTTP plumbing the services share: the JSON error body of the public
+// contract, strict request decoding, go-kit server options and the health endpoints.
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	kithttp "github.com/go-kit/kit/transport/http"
+)
+
+// MaxBody is the largest request body any endpoint accepts.
+const MaxBody = 1 << 20
+
+// Error is an error with its HTTP status and stable machine-readable code. Services map their
+// domain errors to an *Error in one place (their errors.go).
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Common request errors, shared by every service.
+var (
+	ErrBodyTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "request body exceeds 1 MiB"}
+	ErrNotFound     = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such resource"}
+)
+
+// DecodeJSON reads exactly one JSON object into dst: unknown fields, trailing data, bodies over
+// MaxBody and malformed JSON are rejected with a 4xx *Error.
+func DecodeJSON(r *http.Request, dst any) error {
+	body, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return UnmarshalStrict(body, dst)
+}
+
+// ReadBody reads the raw request body, refusing more than MaxBody bytes.
+func ReadBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return nil, Errorf(http.StatusBadRequest, "unreadable_body", "read body: %v", err)
+	}
+	if len(body) > MaxBody {
+		return nil, ErrBodyTooLarge
+	}
+	return body, nil
+}
+
+// UnmarshalStrict decodes one JSON object, refusing unknown fields and trailing data.
+func UnmarshalStrict(body []byte, dst any) error {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return Errorf(http.StatusBadRequest, "malformed_json", "%v", err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "malformed_json", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// ServerOptions are the go-kit options every endpoint uses: errors become the JSON error body.
+func ServerOptions(log *slog.Logger, mapErr func(error) *Error) []kithttp.ServerOption {
+	return []kithttp.ServerOption{
+		kithttp.ServerErrorEncoder(func(ctx context.Context, err error, w http.ResponseWriter) {
+			he := asHTTPError(err, mapErr)
+			if he.Status >= 500 {
+				log.ErrorContext(ctx, "request failed", "err", err)
+			}
+			WriteError(w, he)
+		}),
+	}
+}
+
+func asHTTPError(err error, mapErr func(error) *Error) *Error {
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	if mapErr != nil {
+		if he := mapErr(err); he != nil {
+			return he
+		}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+}
+
+// WriteError writes the contract's error body: {"error": {"code": …, "message": …}}.
+func WriteError(w http.ResponseWriter, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+}
+
+// JSON returns a go-kit response encoder writing the response as JSON with the given status.
+func JSON(status int) kithttp.EncodeResponseFunc {
+	return func(_ context.Context, w http.ResponseWriter, resp any) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		return json.NewEncoder(w).Encode(resp)
+	}
+}
+
+// Health registers GET /healthz (the process runs) and GET /readyz (ready reports nil).
+func Health(mux *http.ServeMux, ready func(context.Context) error) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context()); err != nil {
+			WriteError(w, Errorf(http.StatusServiceUnavailable, "not_ready", "%v", err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
+	})
+}
+
+// NotFound answers unknown routes with the contract's error body instead of text/plain.
+func NotFound(mux *http.ServeMux) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, &Error{Status: http.StatusNotFound, Code: "route_not_found", Message: "no such route"})
+	})
+}

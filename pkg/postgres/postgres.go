@@ -1,0 +1,138 @@
+// Package postgres holds the PostgreSQL plumbing every service shares: the pgx pool, the one
+// transaction helper, and embedded migrations applied with goose. It knows no business rules.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+)
+
+// DefaultURL is the database a developer machine of this project runs (trust auth).
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+// Connect opens a pool and checks that the server answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// Beginner is what InTx needs: a pool, a connection or an outer transaction.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// InTx runs fn in one transaction and commits when fn returns nil. A failed rollback is joined
+// with the error that caused it, and a failed commit is returned: neither is ever dropped.
+func InTx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			return errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+		}
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Schema is one set of embedded goose migrations (the *.sql files at the root of FS) with its
+// own version table goose_<Name>, so a service's schema and the shared outbox and inbox
+// schemas each keep their own numbering.
+type Schema struct {
+	Name string
+	FS   fs.FS
+}
+
+// Migrate applies every pending migration of each schema, in order.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schemas ...Schema) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	for _, s := range schemas {
+		store, err := database.NewStore(database.DialectPostgres, "goose_"+s.Name)
+		if err != nil {
+			return fmt.Errorf("migrations %s: %w", s.Name, err)
+		}
+		p, err := goose.NewProvider("", db, s.FS, goose.WithStore(store))
+		if err != nil {
+			return fmt.Errorf("load migrations %s: %w", s.Name, err)
+		}
+		if _, err := p.Up(ctx); err != nil {
+			return fmt.Errorf("apply migrations %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// EnsureDatabase creates the database named in url when it does not exist yet, connecting to
+// the server's maintenance database to do so. It lets a fresh server host every service.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to maintenance database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pgErr interface{ SQLState() string }
+	if errors.As(err, &pgErr) && pgErr.SQLState() == "42P04" { // created by a concurrent caller
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// WithDatabase returns url with its database name replaced, so one server URL can address
+// the database of every service.
+func WithDatabase(rawURL, name string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("database url must be postgres://…: %q", rawURL)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
