@@ -33,11 +33,13 @@ type Envelope struct {
 	Data          json.RawMessage `json:"data"`
 }
 
-// Message is an encoded event ready for the outbox: ID doubles as the Nats-Msg-Id.
+// Message is an encoded event ready for the outbox: ID doubles as the Nats-Msg-Id. Headers
+// are extra NATS headers (a schedule's Nats-Schedule, say); trace context is added by the outbox.
 type Message struct {
 	ID      string
 	Subject string
 	Data    []byte
+	Headers map[string]string
 }
 
 // ErrMalformed marks a message that can never be processed (bad JSON, unknown version or
