@@ -4,5 +4,12 @@ go 1.26.8
 
 require github.com/stockflow/stockflow/pkg v0.0.0
 
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
+
 // In the monorepo every service builds against the pkg beside it; a release pins a tagged pkg.
 replace github.com/stockflow/stockflow/pkg => ../../pkg

@@ -1,0 +1,30 @@
+package app
+
+import (
+	"context"
+
+	"github.com/stockflow/stockflow/services/stock/internal/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
+)
+
+// RequestAdjustment files an adjustment order (manual_adjust or stocktake); stock does not
+// move until another operator approves it.
+func (s *Service) RequestAdjustment(ctx context.Context, a stock.Adjustment) (stock.Adjustment, error) {
+	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+		var err error
+		a, err = tx.RequestAdjustment(ctx, a)
+		return err
+	})
+	return a, err
+}
+
+// DecideAdjustment approves (applying its movement) or rejects a pending adjustment.
+func (s *Service) DecideAdjustment(ctx context.Context, id int64, approve bool, by string) (stock.Adjustment, error) {
+	var a stock.Adjustment
+	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+		var err error
+		a, err = tx.DecideAdjustment(ctx, id, approve, by)
+		return err
+	})
+	return a, err
+}

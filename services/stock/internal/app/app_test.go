@@ -1,0 +1,382 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
+	"github.com/stockflow/stockflow/services/stock/internal/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
+)
+
+func newService(t *testing.T) *app.Service {
+	t.Helper()
+	pool, _ := pgtest.New(t, postgres.Schema)
+	return app.New(postgres.NewStore(pool))
+}
+
+func line(sku string, n int64) stock.Line { return stock.Line{SKU: sku, Qty: stock.MustQty(n)} }
+
+func requireConsistent(t *testing.T, svc *app.Service) {
+	t.Helper()
+	diffs, err := svc.Store().Verify(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, diffs, "verify found differences")
+}
+
+func TestLockRace_500BuyersFor100Units(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 100, "test")
+	require.NoError(t, err)
+
+	var won, lost atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Hour)
+	for i := range 500 {
+		wg.Go(func() {
+			res, err := svc.LockForOrder(ctx, fmt.Sprintf("o-%d", i), []stock.Line{line("CUP-1", 1)}, deadline, "test")
+			if !assert.NoError(t, err) {
+				return
+			}
+			if res.Locked {
+				won.Add(1)
+			} else {
+				assert.Equal(t, postgres.RejectInsufficient, res.Reason)
+				lost.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+
+	assert.Equal(t, int64(100), won.Load())
+	assert.Equal(t, int64(400), lost.Load())
+	s, err := svc.Store().GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), s.Available())
+	assert.Equal(t, int64(100), s.Locked)
+	var locks int
+	entries, err := svc.Store().Ledger(ctx, "CUP-1", 0, 1000)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Type == stock.ChangeLock {
+			locks++
+		}
+	}
+	assert.Equal(t, 100, locks, "one lock ledger row per winning order")
+	requireConsistent(t, svc)
+}
+
+func TestMultiSKULocks_NoDeadlockNoPartialLock(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	skus := []string{"A", "B", "C", "D", "E"}
+	for _, s := range skus {
+		_, err := svc.CreateSKU(ctx, s, 60, "test")
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Hour)
+	results := make([]postgres.LockResult, 300)
+	for i := range results {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			var lines []stock.Line
+			// Overlapping sets in every order of listing: the store must sort them.
+			for _, j := range r.Perm(len(skus))[:1+r.IntN(len(skus))] {
+				lines = append(lines, line(skus[j], int64(1+r.IntN(2))))
+			}
+			res, err := svc.LockForOrder(ctx, fmt.Sprintf("m-%d", i), lines, deadline, "test")
+			require.NoError(t, err, "no deadlock or serialization error may surface")
+			results[i] = res
+		})
+	}
+	wg.Wait()
+
+	locked := map[string]int64{}
+	for _, res := range results {
+		held, err := svc.Store().Locks(ctx, res.OrderID)
+		require.NoError(t, err)
+		if res.Locked {
+			assert.Len(t, held, len(res.Lines), "a locked order holds every line")
+			for _, l := range res.Lines {
+				locked[l.SKU] += l.Qty.Int64()
+			}
+		} else {
+			assert.Empty(t, held, "a rejected order holds no line at all")
+		}
+	}
+	for _, s := range skus {
+		got, err := svc.Store().GetSKU(ctx, s)
+		require.NoError(t, err)
+		assert.Equal(t, locked[s], got.Locked, s)
+		assert.GreaterOrEqual(t, got.Available(), int64(0))
+	}
+	requireConsistent(t, svc)
+}
+
+func TestLedgerIsAppendOnly(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, postgres.Schema)
+	svc := app.New(postgres.NewStore(pool))
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "test")
+	require.NoError(t, err)
+
+	for name, sql := range map[string]string{
+		"update":   `UPDATE stock_ledger SET qty = 99`,
+		"delete":   `DELETE FROM stock_ledger`,
+		"truncate": `TRUNCATE stock_ledger CASCADE`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := pool.Exec(ctx, sql)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "append-only")
+		})
+	}
+	entries, err := svc.Store().Ledger(ctx, "CUP-1", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, int64(10), entries[0].Qty)
+}
+
+func TestSummaryConstraintsRefuseInconsistentRows(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, postgres.Schema)
+	svc := app.New(postgres.NewStore(pool))
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "test")
+	require.NoError(t, err)
+	for name, sql := range map[string]string{
+		"available not derived": `UPDATE sku_stock SET available = 11`,
+		"negative locked":       `UPDATE sku_stock SET locked = -1, available = 11`,
+		"oversold":              `UPDATE sku_stock SET sold = 11, available = -1`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := pool.Exec(ctx, sql)
+			assert.ErrorContains(t, err, "violates check constraint")
+		})
+	}
+}
+
+func TestResolveOnce(t *testing.T) {
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Hour)
+	type step struct {
+		do       func(*app.Service, string) (app.Resolution, error)
+		applied  bool
+		state    string
+		relocked bool
+	}
+	sell := func(s *app.Service, o string) (app.Resolution, error) { return s.SellLocked(ctx, o, "t") }
+	timeout := func(s *app.Service, o string) (app.Resolution, error) {
+		return s.ReleaseLock(ctx, o, stock.ChangeReleaseTimeout, "t")
+	}
+	cancel := func(s *app.Service, o string) (app.Resolution, error) {
+		return s.ReleaseLock(ctx, o, stock.ChangeReleaseCancel, "t")
+	}
+	ship := func(s *app.Service, o string) (app.Resolution, error) { return s.ShipOrder(ctx, o, "t") }
+	refund := func(s *app.Service, o string) (app.Resolution, error) { return s.RefundOrder(ctx, o, "t") }
+
+	cases := []struct {
+		name  string
+		steps []step
+		want  stock.Quantities
+	}{
+		{"sell twice counts once", []step{{sell, true, "sold", false}, {sell, false, "sold", false}},
+			stock.Quantities{OnHand: 10, Sold: 2}},
+		{"release after sell is a no-op", []step{{sell, true, "sold", false}, {timeout, false, "sold", false}},
+			stock.Quantities{OnHand: 10, Sold: 2}},
+		{"release twice counts once", []step{{timeout, true, "released", false}, {cancel, false, "released", false}},
+			stock.Quantities{OnHand: 10}},
+		{"late payment re-locks and sells", []step{{timeout, true, "released", false}, {sell, true, "sold", true}, {sell, false, "sold", false}},
+			stock.Quantities{OnHand: 10, Sold: 2}},
+		{"ship then refund restocks returned goods", []step{{sell, true, "sold", false}, {ship, true, "shipped", false}, {ship, false, "shipped", false}, {refund, true, "refunded", false}, {refund, false, "refunded", false}},
+			stock.Quantities{OnHand: 10}},
+		{"refund before shipping", []step{{sell, true, "sold", false}, {refund, true, "refunded", false}, {sell, false, "refunded", false}},
+			stock.Quantities{OnHand: 10}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newService(t)
+			_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
+			require.NoError(t, err)
+			_, err = svc.LockForOrder(ctx, "o1", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+			require.NoError(t, err)
+			for i, st := range tc.steps {
+				res, err := st.do(svc, "o1")
+				require.NoError(t, err, "step %d", i)
+				assert.Equal(t, st.applied, res.Applied, "step %d applied", i)
+				assert.Equal(t, st.state, res.State, "step %d state", i)
+				assert.Equal(t, st.relocked, res.Relocked, "step %d relocked", i)
+			}
+			got, err := svc.Store().GetSKU(ctx, "CUP-1")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.Quantities)
+			requireConsistent(t, svc)
+		})
+	}
+}
+
+func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	deadline := time.Now().Add(time.Hour)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 2, "t")
+	require.NoError(t, err)
+	_, err = svc.LockForOrder(ctx, "late", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+	require.NoError(t, err)
+	_, err = svc.ReleaseLock(ctx, "late", stock.ChangeReleaseTimeout, "t")
+	require.NoError(t, err)
+	res, err := svc.LockForOrder(ctx, "other", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	require.NoError(t, err)
+	require.True(t, res.Locked)
+
+	_, err = svc.SellLocked(ctx, "late", "t")
+	require.ErrorIs(t, err, stock.ErrInsufficientStock)
+	locks, err := svc.Store().Locks(ctx, "late")
+	require.NoError(t, err)
+	assert.Equal(t, stock.StateReleased, locks[0].State())
+	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{OnHand: 2, Locked: 1}, got.Quantities)
+
+	_, err = svc.SellLocked(ctx, "never-locked", "t")
+	require.ErrorIs(t, err, stock.ErrNoLock)
+	requireConsistent(t, svc)
+}
+
+func TestLockReplayReturnsFirstOutcome(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	deadline := time.Now().Add(time.Hour)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 1, "t")
+	require.NoError(t, err)
+
+	first, err := svc.LockForOrder(ctx, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	require.NoError(t, err)
+	require.False(t, first.Locked)
+	assert.Equal(t, "CUP-1", first.SKU)
+
+	// Stock arrives; the replay of the same order still answers with the first outcome.
+	_, _, err = svc.ExpectPurchase(ctx, "CUP-1", stock.MustQty(10), "po-1", "t", "")
+	require.NoError(t, err)
+	_, _, err = svc.ReceivePurchase(ctx, "CUP-1", stock.MustQty(10), "po-1", "t", "")
+	require.NoError(t, err)
+	again, err := svc.LockForOrder(ctx, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	require.NoError(t, err)
+	assert.True(t, again.Duplicate)
+	assert.False(t, again.Locked)
+	assert.Equal(t, postgres.RejectInsufficient, again.Reason)
+
+	ok, err := svc.LockForOrder(ctx, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	require.NoError(t, err)
+	require.True(t, ok.Locked)
+	dup, err := svc.LockForOrder(ctx, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	require.NoError(t, err)
+	assert.True(t, dup.Duplicate)
+	assert.True(t, dup.Locked)
+	require.Len(t, dup.Lines, 1)
+
+	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{OnHand: 11, Locked: 1}, got.Quantities)
+	requireConsistent(t, svc)
+}
+
+func TestPurchaseIdempotency(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 0, "t")
+	require.NoError(t, err)
+	first, dup, err := svc.ExpectPurchase(ctx, "CUP-1", stock.MustQty(5), "po-7", "t", "")
+	require.NoError(t, err)
+	assert.False(t, dup)
+	again, dup, err := svc.ExpectPurchase(ctx, "CUP-1", stock.MustQty(5), "po-7", "t", "")
+	require.NoError(t, err)
+	assert.True(t, dup)
+	assert.Equal(t, first.ID, again.ID)
+	_, _, err = svc.ExpectPurchase(ctx, "CUP-1", stock.MustQty(6), "po-7", "t", "")
+	assert.ErrorIs(t, err, stock.ErrIdempotencyReuse)
+	_, _, err = svc.ReceivePurchase(ctx, "CUP-1", stock.MustQty(6), "po-7", "t", "")
+	assert.ErrorIs(t, err, stock.ErrInsufficientStock, "cannot receive more than is incoming")
+	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{Incoming: 5}, got.Quantities)
+	requireConsistent(t, svc)
+}
+
+func TestAdjustmentsNeedASecondOperator(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
+	require.NoError(t, err)
+	_, err = svc.LockForOrder(ctx, "o1", []stock.Line{line("CUP-1", 4)}, time.Now().Add(time.Hour), "t")
+	require.NoError(t, err)
+
+	minus := int64(-3)
+	a, err := stock.NewAdjustment("CUP-1", stock.ChangeManualAdjust, &minus, nil, "broken in the warehouse", "alice")
+	require.NoError(t, err)
+	a, err = svc.RequestAdjustment(ctx, a)
+	require.NoError(t, err)
+	_, err = svc.DecideAdjustment(ctx, a.ID, true, "alice")
+	require.ErrorIs(t, err, stock.ErrSelfApproval)
+	got, _ := svc.Store().GetSKU(ctx, "CUP-1")
+	assert.Equal(t, int64(10), got.OnHand, "nothing moves before approval")
+	_, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
+	require.NoError(t, err)
+	_, err = svc.DecideAdjustment(ctx, a.ID, true, "carol")
+	require.ErrorIs(t, err, stock.ErrAdjustmentDecided)
+
+	counted := int64(2) // below the 4 locked: approving it would make available negative
+	st, err := stock.NewAdjustment("CUP-1", stock.ChangeStocktake, nil, &counted, "count", "alice")
+	require.NoError(t, err)
+	st, err = svc.RequestAdjustment(ctx, st)
+	require.NoError(t, err)
+	_, err = svc.DecideAdjustment(ctx, st.ID, true, "bob")
+	require.ErrorIs(t, err, stock.ErrInsufficientStock)
+
+	counted = 5
+	st2, err := stock.NewAdjustment("CUP-1", stock.ChangeStocktake, nil, &counted, "recount", "alice")
+	require.NoError(t, err)
+	st2, err = svc.RequestAdjustment(ctx, st2)
+	require.NoError(t, err)
+	st2, err = svc.DecideAdjustment(ctx, st2.ID, true, "bob")
+	require.NoError(t, err)
+	require.NotNil(t, st2.LedgerID)
+
+	got, err = svc.Store().GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{OnHand: 5, Locked: 4}, got.Quantities)
+	requireConsistent(t, svc)
+}
+
+func TestVerifyFindsAndRebuildRepairsAHandEditedSummary(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, postgres.Schema)
+	svc := app.New(postgres.NewStore(pool))
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE sku_stock SET on_hand = 7, available = 7 WHERE sku = 'CUP-1'`)
+	require.NoError(t, err)
+
+	diffs, err := svc.Store().Verify(ctx)
+	require.NoError(t, err)
+	require.Len(t, diffs, 1)
+	assert.Equal(t, postgres.Difference{SKU: "CUP-1", Check: "ledger_fold", Field: "on_hand", Summary: 7, Expect: 10}, diffs[0])
+
+	changed, err := svc.Store().Rebuild(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"CUP-1"}, changed)
+	requireConsistent(t, svc)
+	changed, err = svc.Store().Rebuild(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, changed)
+}

@@ -1,0 +1,261 @@
+// Package stock is the inventory domain: the quantities of a SKU, the transitions between them
+// (each one a Movement and a ledger row), and the per-order lock that resolves at most once.
+// It is pure Go: storage lives in internal/postgres, transport in internal/httpapi.
+package stock
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Domain errors. Transports map them to stable codes in one place.
+var (
+	ErrInsufficientStock  = errors.New("insufficient stock")
+	ErrUnknownSKU         = errors.New("unknown sku")
+	ErrSKUExists          = errors.New("sku already exists")
+	ErrBadSKU             = errors.New("sku must be 1-64 characters of A-Z a-z 0-9 . _ : -, starting with a letter or digit")
+	ErrNoLock             = errors.New("order holds no lock")
+	ErrLockNotHeld        = errors.New("lock is not held")
+	ErrAlreadyResolved    = errors.New("lock already resolved")
+	ErrBadOrder           = errors.New("invalid order lines")
+	ErrIdempotencyReuse   = errors.New("idempotency key already used for a different request")
+	ErrBadAdjustment      = errors.New("invalid adjustment")
+	ErrAdjustmentNotFound = errors.New("adjustment not found")
+	ErrAdjustmentDecided  = errors.New("adjustment already decided")
+	ErrSelfApproval       = errors.New("an adjustment must be approved by someone other than its requester")
+)
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
+
+// ValidSKU returns ErrBadSKU unless s is a well-formed SKU id.
+func ValidSKU(s string) error {
+	if !skuPattern.MatchString(s) {
+		return fmt.Errorf("%w: %q", ErrBadSKU, s)
+	}
+	return nil
+}
+
+// ChangeType names a transition; each ledger row has exactly one.
+type ChangeType string
+
+// The transitions of DESIGN §3, plus purchase_expected (a purchase order raises incoming).
+const (
+	ChangeLock             ChangeType = "lock"
+	ChangeSell             ChangeType = "sell"
+	ChangeReleaseTimeout   ChangeType = "release_timeout"
+	ChangeReleaseCancel    ChangeType = "release_cancel"
+	ChangeRefundRestock    ChangeType = "refund_restock"
+	ChangeShip             ChangeType = "ship"
+	ChangePurchaseExpected ChangeType = "purchase_expected"
+	ChangePurchaseInbound  ChangeType = "purchase_inbound"
+	ChangeManualAdjust     ChangeType = "manual_adjust"
+	ChangeStocktake        ChangeType = "stocktake"
+)
+
+// Movement is one transition of one SKU: the summary moves by Delta and one ledger row records
+// it. Qty is the number of units moved (always positive).
+type Movement struct {
+	SKU     string
+	Type    ChangeType
+	Qty     Qty
+	Delta   Quantities
+	OrderID string // empty for movements not tied to an order
+	Remark  string
+}
+
+// Fits reports whether applying m to q keeps every figure non-negative.
+func (m Movement) Fits(q Quantities) bool { return q.Plus(m.Delta).Valid() }
+
+// LockMovement takes n units of sku from available into locked for an order.
+func LockMovement(orderID, sku string, n Qty) Movement {
+	return Movement{SKU: sku, Type: ChangeLock, Qty: n, OrderID: orderID, Delta: Quantities{Locked: n.n}}
+}
+
+// PurchaseExpectedMovement raises incoming by n (a purchase order was placed).
+func PurchaseExpectedMovement(sku string, n Qty) Movement {
+	return Movement{SKU: sku, Type: ChangePurchaseExpected, Qty: n, Delta: Quantities{Incoming: n.n}}
+}
+
+// PurchaseInboundMovement receives n units: incoming - n, on_hand + n.
+func PurchaseInboundMovement(sku string, n Qty) Movement {
+	return Movement{SKU: sku, Type: ChangePurchaseInbound, Qty: n, Delta: Quantities{Incoming: -n.n, OnHand: n.n}}
+}
+
+// OnHandMovement moves on_hand by delta (either sign) for a manual adjustment or a stocktake.
+// It returns ok=false when delta is zero: there is nothing to record.
+func OnHandMovement(sku string, t ChangeType, delta int64) (Movement, bool, error) {
+	if delta == 0 {
+		return Movement{}, false, nil
+	}
+	mag := delta
+	if mag < 0 {
+		mag = -mag
+	}
+	n, err := NewQty(mag)
+	if err != nil {
+		return Movement{}, false, err
+	}
+	return Movement{SKU: sku, Type: t, Qty: n, Delta: Quantities{OnHand: delta}}, true, nil
+}
+
+// Line is one SKU and quantity of an order.
+type Line struct {
+	SKU string
+	Qty Qty
+}
+
+// MaxLines bounds the lines of one order.
+const MaxLines = 100
+
+// NormalizeLines validates lines, merges repeated SKUs and sorts them by SKU: the fixed order
+// in which rows are taken, so two orders can never deadlock each other.
+func NormalizeLines(lines []Line) ([]Line, error) {
+	if len(lines) == 0 || len(lines) > MaxLines {
+		return nil, fmt.Errorf("%w: an order has 1 to %d lines, got %d", ErrBadOrder, MaxLines, len(lines))
+	}
+	bySKU := make(map[string]Qty, len(lines))
+	for _, l := range lines {
+		if err := ValidSKU(l.SKU); err != nil {
+			return nil, err
+		}
+		if l.Qty.n == 0 {
+			return nil, ErrBadQuantity
+		}
+		q, seen := bySKU[l.SKU]
+		if !seen {
+			bySKU[l.SKU] = l.Qty
+			continue
+		}
+		sum, err := q.Add(l.Qty)
+		if err != nil {
+			return nil, err
+		}
+		bySKU[l.SKU] = sum
+	}
+	out := make([]Line, 0, len(bySKU))
+	for sku, q := range bySKU {
+		out = append(out, Line{SKU: sku, Qty: q})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SKU < out[j].SKU })
+	return out, nil
+}
+
+// LedgerEntry is one stored ledger row.
+type LedgerEntry struct {
+	ID             int64
+	SKU            string
+	Type           ChangeType
+	Qty            int64
+	Before, After  Quantities
+	OrderID        string
+	Operator       string
+	Remark         string
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
+
+// SKUStock is the summary row of a SKU.
+type SKUStock struct {
+	SKU string
+	Quantities
+	UpdatedAt time.Time
+}
+
+// AdjustmentState is the closed set of states of an adjustment order.
+type AdjustmentState string
+
+// Adjustment states: pending until a second operator approves or rejects it.
+const (
+	AdjustmentPending  AdjustmentState = "pending"
+	AdjustmentApproved AdjustmentState = "approved"
+	AdjustmentRejected AdjustmentState = "rejected"
+)
+
+// Adjustment is an operator's request to change on_hand: a signed Delta (manual_adjust) or a
+// Counted figure (stocktake). Stock moves only when a different operator approves it.
+type Adjustment struct {
+	ID          int64
+	SKU         string
+	Kind        ChangeType
+	Delta       *int64
+	Counted     *int64
+	Reason      string
+	RequestedBy string
+	State       AdjustmentState
+	DecidedBy   string
+	LedgerID    *int64
+	CreatedAt   time.Time
+}
+
+// NewAdjustment validates an adjustment request.
+func NewAdjustment(sku string, kind ChangeType, delta, counted *int64, reason, by string) (Adjustment, error) {
+	if err := ValidSKU(sku); err != nil {
+		return Adjustment{}, err
+	}
+	bad := func(msg string) (Adjustment, error) { return Adjustment{}, fmt.Errorf("%w: %s", ErrBadAdjustment, msg) }
+	switch kind {
+	case ChangeManualAdjust:
+		if delta == nil || counted != nil || *delta == 0 || *delta > MaxQty || *delta < -MaxQty {
+			return bad("manual_adjust needs a non-zero delta within ±1000000000 and no counted")
+		}
+	case ChangeStocktake:
+		if counted == nil || delta != nil || *counted < 0 || *counted > 1_000_000_000_000 {
+			return bad("stocktake needs counted >= 0 and no delta")
+		}
+	default:
+		return bad("kind must be manual_adjust or stocktake")
+	}
+	if reason == "" || len(reason) > 500 {
+		return bad("reason is required (at most 500 characters)")
+	}
+	if by == "" {
+		return bad("operator is required")
+	}
+	return Adjustment{SKU: sku, Kind: kind, Delta: delta, Counted: counted, Reason: reason, RequestedBy: by, State: AdjustmentPending}, nil
+}
+
+// Decide checks that by may decide a pending adjustment.
+func (a Adjustment) Decide(by string) error {
+	if a.State != AdjustmentPending {
+		return fmt.Errorf("%w: adjustment %d is %s", ErrAdjustmentDecided, a.ID, a.State)
+	}
+	if by == "" {
+		return fmt.Errorf("%w: operator is required", ErrBadAdjustment)
+	}
+	if by == a.RequestedBy {
+		return ErrSelfApproval
+	}
+	return nil
+}
+
+// Movement returns the movement an approved adjustment makes given the SKU's current figures;
+// ok=false when a stocktake matches the book figure and nothing moves.
+func (a Adjustment) Movement(current Quantities) (Movement, bool, error) {
+	delta := int64(0)
+	if a.Kind == ChangeStocktake {
+		delta = *a.Counted - current.OnHand
+	} else {
+		delta = *a.Delta
+	}
+	m, ok, err := OnHandMovement(a.SKU, a.Kind, delta)
+	m.Remark = a.Reason
+	return m, ok, err
+}
+
+// MovementError says for which SKU a movement could not be made; Err is ErrUnknownSKU or
+// ErrInsufficientStock.
+type MovementError struct {
+	SKU  string
+	Type ChangeType
+	Qty  int64
+	Err  error
+}
+
+func (e *MovementError) Error() string {
+	return fmt.Sprintf("%s %d of %s: %v", e.Type, e.Qty, e.SKU, e.Err)
+}
+
+func (e *MovementError) Unwrap() error { return e.Err }
