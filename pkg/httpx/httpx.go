@@ -107,6 +107,19 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
 }
 
+// StatusCoder is implemented by responses that choose their own status (201 vs 200 on replay).
+type StatusCoder interface{ StatusCode() int }
+
+// EncodeJSON is a go-kit response encoder: the response as JSON, with its StatusCode() if it
+// has one, else 200.
+func EncodeJSON(ctx context.Context, w http.ResponseWriter, resp any) error {
+	status := http.StatusOK
+	if sc, ok := resp.(StatusCoder); ok {
+		status = sc.StatusCode()
+	}
+	return JSON(status)(ctx, w, resp)
+}
+
 // JSON returns a go-kit response encoder writing the response as JSON with the given status.
 func JSON(status int) kithttp.EncodeResponseFunc {
 	return func(_ context.Context, w http.ResponseWriter, resp any) error {

@@ -5,6 +5,7 @@ go 1.26.8
 require github.com/stockflow/stockflow/pkg v0.0.0
 
 require (
+	github.com/go-kit/kit v0.13.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect
