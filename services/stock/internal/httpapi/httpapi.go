@@ -557,7 +557,7 @@ func verify(svc *app.Service) endpoint.Endpoint {
 		if err != nil {
 			return nil, err
 		}
-		return VerifyReport{Consistent: len(diffs) == 0, Differences: nonNil(diffs)}, nil
+		return VerifyReport{Consistent: len(diffs) == 0, Differences: diffs}, nil
 	}
 }
 
@@ -565,13 +565,6 @@ func verify(svc *app.Service) endpoint.Endpoint {
 type VerifyReport struct {
 	Consistent  bool                  `json:"consistent"`
 	Differences []postgres.Difference `json:"differences"`
-}
-
-func nonNil(d []postgres.Difference) []postgres.Difference {
-	if d == nil {
-		return []postgres.Difference{}
-	}
-	return d
 }
 
 func rebuild(svc *app.Service) endpoint.Endpoint {

@@ -317,6 +317,13 @@ func (t *Tx) UpdateLocks(ctx context.Context, orderID, operator string, fn func(
 		return nil, err
 	}
 	if len(locks) == 0 {
+		var seen bool
+		if err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM order_lock WHERE order_id = $1)`, orderID).Scan(&seen); err != nil {
+			return nil, fmt.Errorf("order %s: %w", orderID, err)
+		}
+		if !seen {
+			return nil, fmt.Errorf("order %s: %w (%w)", orderID, stock.ErrNoLock, stock.ErrOrderUnknown)
+		}
 		return nil, fmt.Errorf("order %s: %w", orderID, stock.ErrNoLock)
 	}
 	ms, err := fn(locks)
@@ -339,6 +346,28 @@ func (t *Tx) UpdateLocks(ctx context.Context, orderID, operator string, fn func(
 		return nil, fmt.Errorf("store lock states of %s: %w", orderID, err)
 	}
 	return entries, nil
+}
+
+// PaidBy returns the payment recorded as having sold an order's locks ("" when none).
+func (t *Tx) PaidBy(ctx context.Context, orderID string) (string, error) {
+	var id *string
+	err := t.tx.QueryRow(ctx, `SELECT payment_id FROM order_lock WHERE order_id = $1`, orderID).Scan(&id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("read payment of %s: %w", orderID, err)
+	}
+	if id == nil {
+		return "", nil
+	}
+	return *id, nil
+}
+
+// RecordPayment stores the payment that sold an order's locks.
+func (t *Tx) RecordPayment(ctx context.Context, orderID, paymentID string) error {
+	_, err := t.tx.Exec(ctx, `UPDATE order_lock SET payment_id = $2 WHERE order_id = $1`, orderID, paymentID)
+	if err != nil {
+		return fmt.Errorf("record payment of %s: %w", orderID, err)
+	}
+	return nil
 }
 
 // Move makes one movement not tied to an order (purchases, adjustments) under the caller's

@@ -63,7 +63,7 @@ func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
 }
 
 func verify(ctx context.Context, tx pgx.Tx) ([]Difference, error) {
-	var diffs []Difference
+	diffs := []Difference{}
 	rows, err := tx.Query(ctx, foldSQL)
 	if err != nil {
 		return nil, err

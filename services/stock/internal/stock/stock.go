@@ -18,6 +18,7 @@ var (
 	ErrSKUExists          = errors.New("sku already exists")
 	ErrBadSKU             = errors.New("sku must be 1-64 characters of A-Z a-z 0-9 . _ : -, starting with a letter or digit")
 	ErrNoLock             = errors.New("order holds no lock")
+	ErrOrderUnknown       = errors.New("order not seen by stock yet")
 	ErrLockNotHeld        = errors.New("lock is not held")
 	ErrAlreadyResolved    = errors.New("lock already resolved")
 	ErrBadOrder           = errors.New("invalid order lines")

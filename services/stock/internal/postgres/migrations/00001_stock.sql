@@ -19,6 +19,7 @@ CREATE TABLE order_lock (
     outcome       text NOT NULL CHECK (outcome IN ('locked', 'rejected')),
     reject_reason text,
     reject_sku    text,
+    payment_id    text,        -- the payment that sold the order's locks
     deadline      timestamptz NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now()
 );

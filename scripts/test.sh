@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# test.sh runs the whole test suite: vet, then every package of every module with the race
+# detector, against a real PostgreSQL (DATABASE_URL, or a throwaway cluster started by dev.sh)
+# and real NATS servers the tests start themselves (embedded, or the pinned binary).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+DATABASE_URL=$("$root/scripts/dev.sh" pg)
+export DATABASE_URL
+mapfile -t mods < <(go list -m -f '{{.Dir}}' | sed "s#^$root/##")
+pkgs=()
+for m in "${mods[@]}"; do pkgs+=("./$m/..."); done
+echo "go vet ${pkgs[*]}"
+go vet "${pkgs[@]}"
+echo "go test -race ${pkgs[*]}"
+go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}"
