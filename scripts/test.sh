@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # test.sh runs the whole test suite: vet, then every package of every module with the race
-# detector, against a real PostgreSQL (DATABASE_URL, or a throwaway cluster started by dev.sh)
+# detector, against a real PostgreSQL (DATABASE_URL, or a throwaway cluster: stockflow pg)
 # and real NATS servers the tests start themselves (embedded, or the pinned binary).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-DATABASE_URL=$("$root/scripts/dev.sh" pg)
+DATABASE_URL=$(go run ./tools/cmd/stockflow pg)
 export DATABASE_URL
 mapfile -t mods < <(go list -m -f '{{.Dir}}' | sed "s#^$root/##")
 pkgs=()

@@ -1,0 +1,104 @@
+// Command stockflow is the developer's handle on the whole system:
+//
+//	stockflow up       PostgreSQL + pinned NATS + the four services, logs in .run/logs
+//	stockflow down     stop exactly what up started
+//	stockflow status   what runs
+//	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
+//
+// DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
+// throwaway cluster and the pinned nats-server run under the git-ignored .run/ folder on ports
+// 15432 and 14222, which do not clash with a machine's own servers.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/stockflow/stockflow/tools/launcher"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "stockflow:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: stockflow up|down|status|pg")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	o := launcher.Options{
+		Root: root, RunDir: filepath.Join(root, ".run"),
+		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"),
+		NATSPort: 14222,
+		Env:      []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret")},
+		Log:      func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
+	}
+	switch args[0] {
+	case "pg":
+		url, err := launcher.EnsurePostgres(ctx, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, url)
+		return nil
+	case "up":
+		sys, err := launcher.Up(ctx, o)
+		if err != nil {
+			return err
+		}
+		printUp(stdout, sys)
+		return nil
+	case "down":
+		if err := launcher.Down(o); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "stockflow is down.")
+		return nil
+	case "status":
+		return launcher.Status(o, stdout)
+	}
+	return fmt.Errorf("unknown command %q (up, down, status, pg)", args[0])
+}
+
+func printUp(w io.Writer, sys *launcher.System) {
+	fmt.Fprintln(w, "stockflow is up:")
+	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
+		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
+	}
+	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", sys.NATSURL, "logs")
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the repository (go env GOWORK): %w", err)
+	}
+	work := strings.TrimSpace(string(out))
+	if work == "" || work == "off" {
+		return "", errors.New("run stockflow inside the repository (no go.work found)")
+	}
+	return filepath.Dir(work), nil
+}
