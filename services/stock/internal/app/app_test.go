@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
@@ -20,7 +21,7 @@ import (
 
 func newService(t *testing.T) *app.Service {
 	t.Helper()
-	pool, _ := pgtest.New(t, postgres.Schema)
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	return app.New(postgres.NewStore(pool))
 }
 
@@ -44,7 +45,7 @@ func TestLockRace_500BuyersFor100Units(t *testing.T) {
 	deadline := time.Now().Add(time.Hour)
 	for i := range 500 {
 		wg.Go(func() {
-			res, err := svc.LockForOrder(ctx, fmt.Sprintf("o-%d", i), []stock.Line{line("CUP-1", 1)}, deadline, "test")
+			res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("o-%d", i), []stock.Line{line("CUP-1", 1)}, deadline, "test")
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -95,7 +96,7 @@ func TestMultiSKULocks_NoDeadlockNoPartialLock(t *testing.T) {
 			for _, j := range r.Perm(len(skus))[:1+r.IntN(len(skus))] {
 				lines = append(lines, line(skus[j], int64(1+r.IntN(2))))
 			}
-			res, err := svc.LockForOrder(ctx, fmt.Sprintf("m-%d", i), lines, deadline, "test")
+			res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("m-%d", i), lines, deadline, "test")
 			require.NoError(t, err, "no deadlock or serialization error may surface")
 			results[i] = res
 		})
@@ -126,7 +127,7 @@ func TestMultiSKULocks_NoDeadlockNoPartialLock(t *testing.T) {
 
 func TestLedgerIsAppendOnly(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := pgtest.New(t, postgres.Schema)
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.New(postgres.NewStore(pool))
 	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "test")
 	require.NoError(t, err)
@@ -150,7 +151,7 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 
 func TestSummaryConstraintsRefuseInconsistentRows(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := pgtest.New(t, postgres.Schema)
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.New(postgres.NewStore(pool))
 	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "test")
 	require.NoError(t, err)
@@ -175,15 +176,15 @@ func TestResolveOnce(t *testing.T) {
 		state    string
 		relocked bool
 	}
-	sell := func(s *app.Service, o string) (app.Resolution, error) { return s.SellLocked(ctx, o, "t") }
+	sell := func(s *app.Service, o string) (app.Resolution, error) { return s.SellLocked(ctx, nil, o, "pay-1", "t") }
 	timeout := func(s *app.Service, o string) (app.Resolution, error) {
-		return s.ReleaseLock(ctx, o, stock.ChangeReleaseTimeout, "t")
+		return s.ReleaseLock(ctx, nil, o, stock.ChangeReleaseTimeout, "t")
 	}
 	cancel := func(s *app.Service, o string) (app.Resolution, error) {
-		return s.ReleaseLock(ctx, o, stock.ChangeReleaseCancel, "t")
+		return s.ReleaseLock(ctx, nil, o, stock.ChangeReleaseCancel, "t")
 	}
-	ship := func(s *app.Service, o string) (app.Resolution, error) { return s.ShipOrder(ctx, o, "t") }
-	refund := func(s *app.Service, o string) (app.Resolution, error) { return s.RefundOrder(ctx, o, "t") }
+	ship := func(s *app.Service, o string) (app.Resolution, error) { return s.ShipOrder(ctx, nil, o, "t") }
+	refund := func(s *app.Service, o string) (app.Resolution, error) { return s.RefundOrder(ctx, nil, o, "t") }
 
 	cases := []struct {
 		name  string
@@ -208,7 +209,7 @@ func TestResolveOnce(t *testing.T) {
 			svc := newService(t)
 			_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
 			require.NoError(t, err)
-			_, err = svc.LockForOrder(ctx, "o1", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+			_, err = svc.LockForOrder(ctx, nil, "o1", []stock.Line{line("CUP-1", 2)}, deadline, "t")
 			require.NoError(t, err)
 			for i, st := range tc.steps {
 				res, err := st.do(svc, "o1")
@@ -231,16 +232,18 @@ func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 	deadline := time.Now().Add(time.Hour)
 	_, err := svc.CreateSKU(ctx, "CUP-1", 2, "t")
 	require.NoError(t, err)
-	_, err = svc.LockForOrder(ctx, "late", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+	_, err = svc.LockForOrder(ctx, nil, "late", []stock.Line{line("CUP-1", 2)}, deadline, "t")
 	require.NoError(t, err)
-	_, err = svc.ReleaseLock(ctx, "late", stock.ChangeReleaseTimeout, "t")
+	_, err = svc.ReleaseLock(ctx, nil, "late", stock.ChangeReleaseTimeout, "t")
 	require.NoError(t, err)
-	res, err := svc.LockForOrder(ctx, "other", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	res, err := svc.LockForOrder(ctx, nil, "other", []stock.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
 
-	_, err = svc.SellLocked(ctx, "late", "t")
-	require.ErrorIs(t, err, stock.ErrInsufficientStock)
+	res2, err := svc.SellLocked(ctx, nil, "late", "pay-late", "t")
+	require.NoError(t, err, "a sale that cannot be made is an outcome: stock.sell_failed")
+	assert.Equal(t, app.SellFailedInsufficient, res2.Failed)
+	assert.False(t, res2.Applied)
 	locks, err := svc.Store().Locks(ctx, "late")
 	require.NoError(t, err)
 	assert.Equal(t, stock.StateReleased, locks[0].State())
@@ -248,8 +251,8 @@ func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 2, Locked: 1}, got.Quantities)
 
-	_, err = svc.SellLocked(ctx, "never-locked", "t")
-	require.ErrorIs(t, err, stock.ErrNoLock)
+	_, err = svc.SellLocked(ctx, nil, "never-locked", "pay-x", "t")
+	require.ErrorIs(t, err, stock.ErrOrderUnknown, "stock has not seen the order yet: retry")
 	requireConsistent(t, svc)
 }
 
@@ -260,7 +263,7 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	_, err := svc.CreateSKU(ctx, "CUP-1", 1, "t")
 	require.NoError(t, err)
 
-	first, err := svc.LockForOrder(ctx, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	first, err := svc.LockForOrder(ctx, nil, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
 	require.NoError(t, err)
 	require.False(t, first.Locked)
 	assert.Equal(t, "CUP-1", first.SKU)
@@ -270,16 +273,16 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = svc.ReceivePurchase(ctx, "CUP-1", stock.MustQty(10), "po-1", "t", "")
 	require.NoError(t, err)
-	again, err := svc.LockForOrder(ctx, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	again, err := svc.LockForOrder(ctx, nil, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
 	require.NoError(t, err)
 	assert.True(t, again.Duplicate)
 	assert.False(t, again.Locked)
 	assert.Equal(t, postgres.RejectInsufficient, again.Reason)
 
-	ok, err := svc.LockForOrder(ctx, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	ok, err := svc.LockForOrder(ctx, nil, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	require.True(t, ok.Locked)
-	dup, err := svc.LockForOrder(ctx, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	dup, err := svc.LockForOrder(ctx, nil, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	assert.True(t, dup.Duplicate)
 	assert.True(t, dup.Locked)
@@ -318,7 +321,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 	svc := newService(t)
 	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
 	require.NoError(t, err)
-	_, err = svc.LockForOrder(ctx, "o1", []stock.Line{line("CUP-1", 4)}, time.Now().Add(time.Hour), "t")
+	_, err = svc.LockForOrder(ctx, nil, "o1", []stock.Line{line("CUP-1", 4)}, time.Now().Add(time.Hour), "t")
 	require.NoError(t, err)
 
 	minus := int64(-3)
@@ -360,7 +363,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 
 func TestVerifyFindsAndRebuildRepairsAHandEditedSummary(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := pgtest.New(t, postgres.Schema)
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.New(postgres.NewStore(pool))
 	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
 	require.NoError(t, err)

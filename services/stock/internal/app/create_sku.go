@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -13,10 +14,10 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, onHand int64, opera
 		return stock.SKUStock{}, stock.ErrBadQuantity
 	}
 	var out stock.SKUStock
-	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err := s.inTx(ctx, nil, func(tx *postgres.Tx) ([]events.Event, error) {
 		var err error
 		out, err = tx.CreateSKU(ctx, sku, onHand, operator)
-		return err
+		return nil, err
 	})
 	return out, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -68,7 +69,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				lines = append(lines, line(skus[j], n))
 				want[skus[j]] = n
 			}
-			res, err := svc.LockForOrder(ctx, id, lines, deadline, "model")
+			res, err := svc.LockForOrder(ctx, nil, id, lines, deadline, "model")
 			require.NoError(t, err)
 			desc = fmt.Sprintf("lock %s %v → locked=%v dup=%v", id, want, res.Locked, res.Duplicate)
 			if _, seen := m.state[id]; seen {
@@ -93,11 +94,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 		case 3, 4: // sell (payment), possibly late
 			id := pickOrder()
-			res, err := svc.SellLocked(ctx, id, "model")
+			res, err := svc.SellLocked(ctx, nil, id, "pay-"+id, "model")
 			desc = fmt.Sprintf("sell %s → %+v %v", id, res, err)
 			switch m.state[id] {
-			case "", "rejected":
-				require.ErrorIs(t, err, stock.ErrNoLock, desc)
+			case "":
+				require.ErrorIs(t, err, stock.ErrOrderUnknown, desc)
+			case "rejected":
+				require.NoError(t, err, desc)
+				require.Equal(t, app.SellFailedNoLock, res.Failed, desc)
 			case "locked":
 				require.NoError(t, err, desc)
 				require.True(t, res.Applied, desc)
@@ -112,7 +116,8 @@ func runModel(t *testing.T, seed uint64, steps int) {
 					fits = fits && m.avail(s) >= n
 				}
 				if !fits {
-					require.ErrorIs(t, err, stock.ErrInsufficientStock, desc)
+					require.NoError(t, err, desc)
+					require.Equal(t, app.SellFailedInsufficient, res.Failed, desc)
 					break
 				}
 				require.NoError(t, err, desc)
@@ -131,11 +136,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if r.IntN(2) == 0 {
 				reason = stock.ChangeReleaseCancel
 			}
-			res, err := svc.ReleaseLock(ctx, id, reason, "model")
+			res, err := svc.ReleaseLock(ctx, nil, id, reason, "model")
 			desc = fmt.Sprintf("release %s → %+v %v", id, res, err)
 			switch m.state[id] {
-			case "", "rejected":
-				require.ErrorIs(t, err, stock.ErrNoLock, desc)
+			case "":
+				require.ErrorIs(t, err, stock.ErrOrderUnknown, desc)
+			case "rejected":
+				require.NoError(t, err, desc)
+				require.False(t, res.Applied, desc)
 			case "locked":
 				require.NoError(t, err, desc)
 				require.True(t, res.Applied, desc)
@@ -150,7 +158,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		case 7: // ship or refund
 			id := pickOrder()
 			if r.IntN(2) == 0 {
-				res, err := svc.ShipOrder(ctx, id, "model")
+				res, err := svc.ShipOrder(ctx, nil, id, "model")
 				desc = fmt.Sprintf("ship %s → %+v %v", id, res, err)
 				switch m.state[id] {
 				case "", "rejected":
@@ -169,7 +177,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 					require.ErrorIs(t, err, stock.ErrLockNotHeld, desc)
 				}
 			} else {
-				res, err := svc.RefundOrder(ctx, id, "model")
+				res, err := svc.RefundOrder(ctx, nil, id, "model")
 				desc = fmt.Sprintf("refund %s → %+v %v", id, res, err)
 				switch m.state[id] {
 				case "", "rejected":

@@ -2,13 +2,36 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// ReleaseLock returns an order's held locks to available, for a timeout (reason
-// ChangeReleaseTimeout) or a cancellation (ChangeReleaseCancel). Locks already sold or released
-// make it a reported no-op.
-func (s *Service) ReleaseLock(ctx context.Context, orderID string, reason stock.ChangeType, operator string) (Resolution, error) {
-	return s.resolveInTx(ctx, orderID, operator, func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) })
+// ReleaseLock returns an order's held locks to available, for a timeout (ChangeReleaseTimeout)
+// or a cancellation (ChangeReleaseCancel), and emits stock.released. Locks already sold or
+// released, or an order that was rejected, make it a reported no-op. An order stock has not
+// seen yet returns an error wrapping ErrOrderUnknown (retry later).
+func (s *Service) ReleaseLock(ctx context.Context, in *Inbound, orderID string, reason stock.ChangeType, operator string) (Resolution, error) {
+	why := map[stock.ChangeType]string{stock.ChangeReleaseTimeout: events.ReleaseTimeout, stock.ChangeReleaseCancel: events.ReleaseCancel}[reason]
+	if why == "" {
+		return Resolution{}, fmt.Errorf("release with change type %q", reason)
+	}
+	var res Resolution
+	dup, err := s.inTx(ctx, in, func(tx *postgres.Tx) ([]events.Event, error) {
+		var err error
+		res, err = resolve(ctx, tx, orderID, operator, func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) })
+		if errors.Is(err, stock.ErrNoLock) && !errors.Is(err, stock.ErrOrderUnknown) {
+			res.NoOp = "order holds no lock (rejected)"
+			return nil, nil
+		}
+		if err != nil || !res.Applied {
+			return nil, err
+		}
+		return []events.Event{events.StockReleased{OrderID: orderID, Reason: why}}, nil
+	})
+	res.Duplicate = dup
+	return res, err
 }

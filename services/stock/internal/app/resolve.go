@@ -9,9 +9,9 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// resolve moves every lock of an order with step, in one transaction. A lock already past the
-// step (ErrAlreadyResolved) makes the whole call a reported no-op; other errors are returned.
-func (s *Service) resolve(ctx context.Context, tx *postgres.Tx, orderID, operator string, step func(*stock.Lock) (stock.Movement, error)) (Resolution, error) {
+// resolve moves every lock of an order with step inside tx. A lock already past the step
+// (ErrAlreadyResolved) makes the whole call a reported no-op; other errors are returned.
+func resolve(ctx context.Context, tx *postgres.Tx, orderID, operator string, step func(*stock.Lock) (stock.Movement, error)) (Resolution, error) {
 	res := Resolution{OrderID: orderID}
 	entries, err := tx.UpdateLocks(ctx, orderID, operator, func(locks []*stock.Lock) ([]stock.Movement, error) {
 		ms := make([]stock.Movement, 0, len(locks))
@@ -22,9 +22,7 @@ func (s *Service) resolve(ctx context.Context, tx *postgres.Tx, orderID, operato
 				res.State = string(before)
 				return nil, err
 			}
-			if before == stock.StateReleased && l.State() == stock.StateSold {
-				res.Relocked = true
-			}
+			res.Relocked = res.Relocked || (before == stock.StateReleased && l.State() == stock.StateSold)
 			res.State = string(l.State())
 			ms = append(ms, m)
 		}
@@ -36,6 +34,7 @@ func (s *Service) resolve(ctx context.Context, tx *postgres.Tx, orderID, operato
 		return res, nil
 	}
 	if err != nil {
+		res.Relocked = false
 		return res, fmt.Errorf("order %s: %w", orderID, err)
 	}
 	res.Applied = true
@@ -43,14 +42,4 @@ func (s *Service) resolve(ctx context.Context, tx *postgres.Tx, orderID, operato
 		res.Entries = append(res.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
 	}
 	return res, nil
-}
-
-func (s *Service) resolveInTx(ctx context.Context, orderID, operator string, step func(*stock.Lock) (stock.Movement, error)) (Resolution, error) {
-	var res Resolution
-	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
-		var err error
-		res, err = s.resolve(ctx, tx, orderID, operator, step)
-		return err
-	})
-	return res, err
 }

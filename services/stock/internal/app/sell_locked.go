@@ -2,13 +2,59 @@ package app
 
 import (
 	"context"
+	"errors"
 
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// SellLocked turns an order's locks into sold after its payment. Locks already released (a
-// late payment) are taken again from available when stock allows — otherwise the error wraps
-// ErrInsufficientStock and nothing changes. ErrNoLock when the order never held stock.
-func (s *Service) SellLocked(ctx context.Context, orderID, operator string) (Resolution, error) {
-	return s.resolveInTx(ctx, orderID, operator, (*stock.Lock).Sell)
+// Sell failure reasons carried by stock.sell_failed.
+const (
+	SellFailedInsufficient = "insufficient_stock" // released, and the stock is gone
+	SellFailedNoLock       = "no_lock"            // the order was rejected: it never held stock
+	SellFailedAlreadyPaid  = "already_paid"       // another payment sold the order first
+)
+
+// SellLocked turns an order's locks into sold after paymentID succeeded and emits stock.sold.
+// Locks already released (a late payment) are taken again from available when stock allows.
+// When the sale cannot be made — stock gone, order never locked, order already sold by another
+// payment — the Resolution says Failed and stock.sell_failed is emitted so the payment is
+// refunded. The same payment again is a no-op. An order stock has not seen yet returns an
+// error wrapping ErrOrderUnknown (retry later).
+func (s *Service) SellLocked(ctx context.Context, in *Inbound, orderID, paymentID, operator string) (Resolution, error) {
+	var res Resolution
+	dup, err := s.inTx(ctx, in, func(tx *postgres.Tx) ([]events.Event, error) {
+		var err error
+		res, err = resolve(ctx, tx, orderID, operator, (*stock.Lock).Sell)
+		failed := func(reason string) []events.Event {
+			res.Failed = reason
+			return []events.Event{events.StockSellFailed{OrderID: orderID, PaymentID: paymentID, Reason: reason}}
+		}
+		switch {
+		case errors.Is(err, stock.ErrOrderUnknown):
+			return nil, err
+		case errors.Is(err, stock.ErrInsufficientStock):
+			return failed(SellFailedInsufficient), nil
+		case errors.Is(err, stock.ErrNoLock):
+			return failed(SellFailedNoLock), nil
+		case err != nil:
+			return nil, err
+		case !res.Applied:
+			paidBy, err := tx.PaidBy(ctx, orderID)
+			if err != nil {
+				return nil, err
+			}
+			if paidBy != paymentID {
+				return failed(SellFailedAlreadyPaid), nil
+			}
+			return nil, nil
+		}
+		if err := tx.RecordPayment(ctx, orderID, paymentID); err != nil {
+			return nil, err
+		}
+		return []events.Event{events.StockSold{OrderID: orderID, Relocked: res.Relocked}}, nil
+	})
+	res.Duplicate = dup
+	return res, err
 }

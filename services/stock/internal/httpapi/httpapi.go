@@ -36,12 +36,13 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	route("POST /v1/adjustments/{id}/reject", decideAdjustment(svc, false), decodeAdjustmentID)
 	route("POST /v1/internal/locks", lockOrder(svc), decodeLock)
 	route("GET /v1/internal/orders/{id}/locks", orderLocks(svc), decodeOrderPath)
-	route("POST /v1/internal/orders/{id}/sell", resolveOrder(svc.SellLocked), decodeOrderPath)
+	route("POST /v1/internal/orders/{id}/sell", sellOrder(svc), decodeSell)
 	route("POST /v1/internal/orders/{id}/ship", resolveOrder(svc.ShipOrder), decodeOrderPath)
 	route("POST /v1/internal/orders/{id}/refund", resolveOrder(svc.RefundOrder), decodeOrderPath)
 	route("POST /v1/internal/orders/{id}/release", releaseOrder(svc), decodeRelease)
 	route("POST /v1/admin/verify", verify(svc), decodeNothing)
 	route("POST /v1/admin/rebuild", rebuild(svc), decodeNothing)
+	route("GET /v1/admin/overdue-locks", overdueLocks(svc), decodeOverdue)
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
@@ -432,7 +433,7 @@ func lockOrder(svc *app.Service) endpoint.Endpoint {
 			}
 			lines[i] = stock.Line{SKU: it.SKU, Qty: n}
 		}
-		res, err := svc.LockForOrder(ctx, req.OrderID, lines, time.Now().Add(timeout), req.operator)
+		res, err := svc.LockForOrder(ctx, nil, req.OrderID, lines, time.Now().Add(timeout), req.operator)
 		if err != nil {
 			return nil, err
 		}
@@ -452,9 +453,10 @@ func lockOrder(svc *app.Service) endpoint.Endpoint {
 }
 
 type orderRequest struct {
-	orderID  string
-	operator string
-	reason   string
+	orderID   string
+	operator  string
+	reason    string
+	paymentID string
 }
 
 func decodeOrderPath(_ context.Context, r *http.Request) (any, error) {
@@ -479,6 +481,44 @@ func decodeRelease(ctx context.Context, r *http.Request) (any, error) {
 	o := req.(orderRequest)
 	o.reason = body.Reason
 	return o, nil
+}
+
+// decodeSell reads an optional {"payment_id"}: ops may sell by hand, under a payment id.
+func decodeSell(ctx context.Context, r *http.Request) (any, error) {
+	req, err := decodeOrderPath(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	o := req.(orderRequest)
+	o.paymentID = "manual:" + o.operator
+	body, err := httpx.ReadBody(r)
+	if err != nil || len(body) == 0 {
+		return o, err
+	}
+	var in struct {
+		PaymentID string `json:"payment_id"`
+	}
+	if err := httpx.UnmarshalStrict(body, &in); err != nil {
+		return nil, err
+	}
+	if in.PaymentID != "" {
+		o.paymentID = in.PaymentID
+	}
+	return o, nil
+}
+
+func sellOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(orderRequest)
+		res, err := svc.SellLocked(ctx, nil, req.orderID, req.paymentID, req.operator)
+		if err != nil {
+			return nil, err
+		}
+		if res.Failed != "" {
+			return nil, httpx.Errorf(http.StatusConflict, res.Failed, "order %s cannot be sold: %s (stock.sell_failed emitted)", req.orderID, res.Failed)
+		}
+		return viewResolution(res), nil
+	}
 }
 
 type lockView struct {
@@ -521,10 +561,10 @@ func viewResolution(r app.Resolution) resolutionView {
 	return resolutionView{OrderID: r.OrderID, Applied: r.Applied, State: r.State, Relocked: r.Relocked, NoOp: r.NoOp}
 }
 
-func resolveOrder(fn func(ctx context.Context, orderID, operator string) (app.Resolution, error)) endpoint.Endpoint {
+func resolveOrder(fn func(ctx context.Context, in *app.Inbound, orderID, operator string) (app.Resolution, error)) endpoint.Endpoint {
 	return func(ctx context.Context, request any) (any, error) {
 		req := request.(orderRequest)
-		res, err := fn(ctx, req.orderID, req.operator)
+		res, err := fn(ctx, nil, req.orderID, req.operator)
 		if err != nil {
 			return nil, err
 		}
@@ -539,7 +579,7 @@ func releaseOrder(svc *app.Service) endpoint.Endpoint {
 		if reason == "" {
 			return nil, invalid("invalid_reason", "reason must be timeout or cancel")
 		}
-		res, err := svc.ReleaseLock(ctx, req.orderID, reason, req.operator)
+		res, err := svc.ReleaseLock(ctx, nil, req.orderID, reason, req.operator)
 		if err != nil {
 			return nil, err
 		}
@@ -579,5 +619,35 @@ func rebuild(svc *app.Service) endpoint.Endpoint {
 		return struct {
 			Rebuilt []string `json:"rebuilt"`
 		}{changed}, nil
+	}
+}
+
+func decodeOverdue(_ context.Context, r *http.Request) (any, error) {
+	grace := time.Duration(0)
+	if v := r.URL.Query().Get("grace"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, badRequest("invalid_grace", "grace must be a non-negative duration like 30s")
+		}
+		grace = d
+	}
+	return grace, nil
+}
+
+// overdueLocks lists locks still held more than grace after their deadline: after a healthy
+// run there are none (the timeout service and its sweeper release them).
+func overdueLocks(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		n, orders, err := svc.Store().OverdueLocks(ctx, time.Now().Add(-request.(time.Duration)), 100)
+		if err != nil {
+			return nil, err
+		}
+		if orders == nil {
+			orders = []string{}
+		}
+		return struct {
+			Count  int      `json:"count"`
+			Orders []string `json:"orders"`
+		}{n, orders}, nil
 	}
 }

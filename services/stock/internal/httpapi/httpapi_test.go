@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/httpapi"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
@@ -27,7 +28,7 @@ type api struct {
 }
 
 func newAPI(t *testing.T) *api {
-	pool, _ := pgtest.New(t, postgres.Schema)
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.New(postgres.NewStore(pool))
 	srv := httptest.NewServer(httpapi.Handler(svc, slog.New(slog.DiscardHandler), func(context.Context) error { return nil }))
 	t.Cleanup(srv.Close)

@@ -528,3 +528,28 @@ func getAdjustment(ctx context.Context, q querier, id int64, suffix string) (sto
 	}
 	return a, nil
 }
+
+// OverdueLocks counts the locks still held whose deadline is before cutoff and returns the
+// orders of up to limit of them, oldest deadline first.
+func (s *Store) OverdueLocks(ctx context.Context, cutoff time.Time, limit int) (int, []string, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM stock_lock WHERE state = 'locked' AND deadline < $1`, cutoff).Scan(&n); err != nil {
+		return 0, nil, fmt.Errorf("count overdue locks: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT order_id, min(deadline) FROM stock_lock WHERE state = 'locked' AND deadline < $1
+		GROUP BY order_id ORDER BY min(deadline) LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("list overdue locks: %w", err)
+	}
+	defer rows.Close()
+	var orders []string
+	for rows.Next() {
+		var id string
+		var d time.Time
+		if err := rows.Scan(&id, &d); err != nil {
+			return 0, nil, fmt.Errorf("list overdue locks: %w", err)
+		}
+		orders = append(orders, id)
+	}
+	return n, orders, rows.Err()
+}

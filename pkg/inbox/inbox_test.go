@@ -1,0 +1,92 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/inbox"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+)
+
+func claim(t *testing.T, db postgres.Beginner, consumer, id string) bool {
+	t.Helper()
+	var fresh bool
+	require.NoError(t, postgres.InTx(context.Background(), db, func(tx pgx.Tx) error {
+		var err error
+		fresh, err = inbox.Claim(context.Background(), tx, consumer, id)
+		return err
+	}))
+	return fresh
+}
+
+func TestClaim(t *testing.T) {
+	pool, _ := pgtest.New(t, inbox.Schema)
+
+	assert.True(t, claim(t, pool, "stock", "ev-1"), "first claim")
+	assert.False(t, claim(t, pool, "stock", "ev-1"), "second claim of the same message")
+	assert.True(t, claim(t, pool, "order", "ev-1"), "another consumer has its own claims")
+	assert.True(t, claim(t, pool, "stock", "ev-2"), "another message")
+}
+
+func TestClaimRolledBackWithTheEffect(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, inbox.Schema)
+	errEffect := errors.New("effect failed")
+	err := postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+		fresh, err := inbox.Claim(ctx, tx, "stock", "ev-1")
+		require.NoError(t, err)
+		require.True(t, fresh)
+		return errEffect
+	})
+	require.ErrorIs(t, err, errEffect)
+	assert.True(t, claim(t, pool, "stock", "ev-1"), "a rolled-back claim does not count")
+}
+
+func TestConcurrentClaimsExactlyOneFresh(t *testing.T) {
+	pool, _ := pgtest.New(t, inbox.Schema)
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if claim(t, pool, "stock", "ev-race") {
+				fresh.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1, fresh.Load())
+}
+
+func TestClaimRejectsEmptyIDs(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, inbox.Schema)
+	err := postgres.InTx(ctx, pool, func(tx pgx.Tx) error {
+		_, err := inbox.Claim(ctx, tx, "stock", "")
+		return err
+	})
+	assert.Error(t, err)
+}
+
+func TestPrune(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, inbox.Schema)
+	claim(t, pool, "stock", "old")
+	claim(t, pool, "stock", "new")
+	_, err := pool.Exec(ctx, `UPDATE inbox SET processed_at = now() - interval '40 days' WHERE message_id = 'old'`)
+	require.NoError(t, err)
+
+	n, err := inbox.Prune(ctx, pool, 30*24*time.Hour)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	assert.True(t, claim(t, pool, "stock", "old"), "pruned claim can be claimed again")
+	assert.False(t, claim(t, pool, "stock", "new"), "recent claim kept")
+}

@@ -1,0 +1,364 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/telemetry"
+)
+
+const instrumentation = "github.com/stockflow/stockflow/pkg/natsx"
+
+// Handler processes one message. It returns nil when the message is done — processed now, or
+// found already processed (an inbox hit) — Permanent(err) or an error wrapping
+// events.ErrMalformed when the message can never succeed, and any other error when a retry may
+// succeed. A Handler must not ack the message itself; Consume does, exactly once.
+type Handler func(ctx context.Context, msg jetstream.Msg) error
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as poison: Consume dead-letters and terminates the message instead of
+// retrying it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err: err}
+}
+
+// IsPermanent reports whether err was marked Permanent or wraps events.ErrMalformed.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) || errors.Is(err, events.ErrMalformed)
+}
+
+// retryDelays is the NakWithDelay schedule by delivery count: quick retries for blips (a lock
+// timeout, a deadlock victim), then slower ones for outages, capped so a recovered dependency
+// is noticed within seconds.
+var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+
+// RetryDelay is how long a message that failed transiently on its numDelivered-th delivery
+// waits before the next one: 100ms, 500ms, 2s, 5s, then 10s.
+func RetryDelay(numDelivered uint64) time.Duration {
+	if numDelivered < 1 {
+		numDelivered = 1
+	}
+	if numDelivered > uint64(len(retryDelays)) {
+		return retryDelays[len(retryDelays)-1]
+	}
+	return retryDelays[numDelivered-1]
+}
+
+// Consumer defaults, applied by Consume to the zero fields of a ConsumerSpec.
+const (
+	// DefaultMaxDeliver: with RetryDelay this is about 2.5 minutes of retries, long enough to
+	// ride out a database failover, short enough that a stuck message surfaces in DEADLETTER.
+	DefaultMaxDeliver = 20
+	// DefaultAckWait bounds one handler run (a transaction or two); a delivery not acked by
+	// then — the process died or hung — is redelivered.
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxAckPending caps unacknowledged messages per consumer: handlers run one at a
+	// time, so this is mostly the prefetch buffer plus messages waiting out a NakWithDelay.
+	DefaultMaxAckPending = 256
+)
+
+// ConsumerSpec describes a durable pull consumer. Zero MaxDeliver, AckWait and MaxAckPending
+// take the Default* values. Stream and Durable are required; empty FilterSubjects means every
+// subject of the stream.
+type ConsumerSpec struct {
+	Stream         string
+	Durable        string
+	FilterSubjects []string
+	MaxDeliver     int
+	AckWait        time.Duration
+	MaxAckPending  int
+}
+
+func (s ConsumerSpec) withDefaults() ConsumerSpec {
+	if s.MaxDeliver == 0 {
+		s.MaxDeliver = DefaultMaxDeliver
+	}
+	if s.AckWait == 0 {
+		s.AckWait = DefaultAckWait
+	}
+	if s.MaxAckPending == 0 {
+		s.MaxAckPending = DefaultMaxAckPending
+	}
+	return s
+}
+
+func (s ConsumerSpec) config() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        s.Durable,
+		Description:    "stockflow consumer " + s.Durable,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        s.AckWait,
+		MaxDeliver:     s.MaxDeliver,
+		MaxAckPending:  s.MaxAckPending,
+		FilterSubjects: s.FilterSubjects,
+		// No BackOff: failed deliveries are spaced by NakWithDelay (RetryDelay); AckWait alone
+		// governs redelivery after a crash.
+	}
+}
+
+// Dead-letter headers added to the copy published on deadletter.<original subject>. The
+// original's own headers are kept, except the Nats-* ones the server interprets.
+const (
+	HeaderDLSubject    = "Stockflow-DL-Subject"
+	HeaderDLStream     = "Stockflow-DL-Stream"
+	HeaderDLStreamSeq  = "Stockflow-DL-Stream-Seq"
+	HeaderDLConsumer   = "Stockflow-DL-Consumer"
+	HeaderDLDeliveries = "Stockflow-DL-Deliveries"
+	HeaderDLError      = "Stockflow-DL-Error"
+	HeaderDLReason     = "Stockflow-DL-Reason" // "poison" or "exhausted"
+)
+
+// Consume creates or updates the durable pull consumer spec (explicit ack, deliver all) and
+// runs h on its messages one at a time until ctx is done or stop is called. For each message
+// it continues the producer's trace from the message headers in a consumer span, calls h and
+// acknowledges as the package documentation describes; a failed Ack, Nak, Term or dead-letter
+// publish is logged with the message's stream sequence and never silently dropped (JetStream
+// then redelivers after AckWait).
+//
+// Dead letters: a message terminated as poison, or failing on its MaxDeliver-th delivery, is
+// first republished to deadletter.<subject> (stream DEADLETTER) with the HeaderDL* headers
+// and Nats-Msg-Id "dl:<stream>:<seq>", and only then terminated; if that publish fails the
+// message is Nak'ed instead, so it is never lost. Each is counted in the OpenTelemetry counter
+// stockflow.messaging.terminated. Deliveries the handler never finished (hang or crash on
+// the last delivery) reach DEADLETTER through the server's max-deliveries advisory.
+//
+// stop stops fetching, waits for the running handler to finish (a graceful drain: messages
+// prefetched but not started are Nak'ed back to the server for another replica) and is safe
+// to call more than once. Call it before cancelling the context handlers use.
+func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log *slog.Logger) (stop func(), err error) {
+	if spec.Stream == "" || spec.Durable == "" {
+		return nil, errors.New("consume: stream and durable are required")
+	}
+	if h == nil {
+		return nil, errors.New("consume: nil handler")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	spec = spec.withDefaults()
+	log = log.With("stream", spec.Stream, "consumer", spec.Durable)
+
+	cons, err := js.CreateOrUpdateConsumer(ctx, spec.Stream, spec.config())
+	if err != nil {
+		return nil, fmt.Errorf("consume %s/%s: create consumer: %w", spec.Stream, spec.Durable, err)
+	}
+	terminated, err := otel.Meter(instrumentation).Int64Counter("stockflow.messaging.terminated",
+		metric.WithDescription("Messages dead-lettered and terminated: poison, or out of deliveries."),
+		metric.WithUnit("{message}"))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s/%s: counter: %w", spec.Stream, spec.Durable, err)
+	}
+	c := &consumer{
+		js:         js,
+		spec:       spec,
+		h:          h,
+		log:        log,
+		ctx:        ctx,
+		tracer:     otel.Tracer(instrumentation),
+		terminated: terminated,
+	}
+	prefetch := min(spec.MaxAckPending, 64)
+	cc, err := cons.Consume(c.handle,
+		jetstream.PullMaxMessages(prefetch),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Warn("consume error", "err", err)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s/%s: start: %w", spec.Stream, spec.Durable, err)
+	}
+
+	var once sync.Once
+	stopped := make(chan struct{})
+	stop = func() {
+		once.Do(func() {
+			close(stopped)
+			cc.Drain()
+			c.gate.close() // waits for the running handler; later deliveries are handed back
+			select {
+			case <-cc.Closed():
+			case <-time.After(5 * time.Second):
+				log.Warn("consumer did not close within 5s after drain")
+			}
+		})
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-stopped:
+		}
+	}()
+	return stop, nil
+}
+
+// gate lets handlers in until it is closed, and close waits for those inside.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *gate) leave() { g.wg.Done() }
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+type consumer struct {
+	js         jetstream.JetStream
+	spec       ConsumerSpec
+	h          Handler
+	log        *slog.Logger
+	ctx        context.Context
+	tracer     trace.Tracer
+	terminated metric.Int64Counter
+	gate       gate
+}
+
+// ackTimeout bounds the wait for the server to confirm an Ack.
+const ackTimeout = 5 * time.Second
+
+func (c *consumer) handle(msg jetstream.Msg) {
+	log := c.log.With("subject", msg.Subject())
+	md, mdErr := msg.Metadata()
+	var numDelivered, seq uint64 = 1, 0
+	if mdErr == nil {
+		numDelivered, seq = md.NumDelivered, md.Sequence.Stream
+		log = log.With("stream_seq", seq, "delivery", numDelivered)
+	} else {
+		log.Warn("message without jetstream metadata", "err", mdErr)
+	}
+
+	if !c.gate.enter() {
+		// Stopping: hand the message back at once instead of letting it wait out AckWait.
+		if err := msg.Nak(); err != nil {
+			log.Error("nak on stop failed", "err", err)
+		}
+		return
+	}
+	defer c.gate.leave()
+
+	ctx := telemetry.ExtractNATS(c.ctx, msg.Headers())
+	ctx, span := c.tracer.Start(ctx, "process "+msg.Subject(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", msg.Subject()),
+			attribute.String("messaging.consumer.group.name", c.spec.Durable),
+			attribute.String("messaging.message.id", msg.Headers().Get(jetstream.MsgIDHeader)),
+			attribute.Int64("messaging.nats.stream_sequence", int64(seq)),
+			attribute.Int64("messaging.nats.delivery_count", int64(numDelivered)),
+		))
+	defer span.End()
+
+	herr := c.h(ctx, msg)
+	switch {
+	case herr == nil:
+		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		if err := msg.DoubleAck(ackCtx); err != nil {
+			span.RecordError(err)
+			log.Error("ack failed; the message will be redelivered", "err", err)
+		}
+	case IsPermanent(herr):
+		c.deadLetter(ctx, span, log, msg, seq, numDelivered, "poison", herr)
+	case numDelivered >= uint64(c.spec.MaxDeliver):
+		c.deadLetter(ctx, span, log, msg, seq, numDelivered, "exhausted", herr)
+	default:
+		span.RecordError(herr)
+		span.SetStatus(codes.Error, herr.Error())
+		delay := RetryDelay(numDelivered)
+		log.Warn("handler failed; retrying", "err", herr, "retry_in", delay)
+		if err := msg.NakWithDelay(delay); err != nil {
+			log.Error("nak failed; the message will be redelivered after ack wait", "err", err, "handler_err", herr)
+		}
+	}
+}
+
+// deadLetter copies msg to DEADLETTER and terminates it; when the copy cannot be stored the
+// message is Nak'ed so that it is retried rather than lost.
+func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Logger, msg jetstream.Msg, seq, numDelivered uint64, reason string, herr error) {
+	span.RecordError(herr)
+	span.SetStatus(codes.Error, reason+": "+herr.Error())
+	dl := nats.NewMsg(SubjectDeadLetterPrefix + msg.Subject())
+	for k, vs := range msg.Headers() {
+		if strings.HasPrefix(k, "Nats-") {
+			continue // Nats-Msg-Id, Nats-Schedule*, Nats-Expected-*… mean something to the server
+		}
+		dl.Header[k] = vs
+	}
+	dl.Header.Set(HeaderDLSubject, msg.Subject())
+	dl.Header.Set(HeaderDLStream, c.spec.Stream)
+	dl.Header.Set(HeaderDLStreamSeq, strconv.FormatUint(seq, 10))
+	dl.Header.Set(HeaderDLConsumer, c.spec.Durable)
+	dl.Header.Set(HeaderDLDeliveries, strconv.FormatUint(numDelivered, 10))
+	dl.Header.Set(HeaderDLError, herr.Error())
+	dl.Header.Set(HeaderDLReason, reason)
+	dl.Data = msg.Data()
+
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancel()
+	msgID := fmt.Sprintf("dl:%s:%d", c.spec.Stream, seq)
+	if _, err := c.js.PublishMsg(pubCtx, dl, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(StreamDeadLetter)); err != nil {
+		log.Error("dead-letter publish failed; retrying the message instead of terminating it", "err", err, "handler_err", herr)
+		if err := msg.NakWithDelay(RetryDelay(numDelivered)); err != nil {
+			log.Error("nak failed; the message will be redelivered after ack wait", "err", err)
+		}
+		return
+	}
+	c.terminated.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("messaging.destination.name", msg.Subject()),
+		attribute.String("messaging.consumer.group.name", c.spec.Durable),
+		attribute.String("reason", reason),
+	))
+	log.Error("message dead-lettered and terminated", "reason", reason, "err", herr)
+	if err := msg.TermWithReason(reason + ": " + truncate(herr.Error(), 200)); err != nil {
+		log.Error("term failed; the message will be redelivered and dead-lettered again (deduplicated)", "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,70 @@
+// Package natsx is stockflow's JetStream plumbing: the connection, every stream the system
+// uses (EnsureStreams), message schedules for payment deadlines, and Consume, which runs a
+// durable pull consumer and maps a handler's result to exactly one acknowledgement:
+//
+//	nil                      → Ack (also for "already done": the handler returns nil)
+//	Permanent(err), or an
+//	error wrapping
+//	events.ErrMalformed      → copy to DEADLETTER, then TermWithReason; counted in a metric
+//	any other error          → NakWithDelay, the delay growing with the delivery count; on the
+//	                           last allowed delivery (MaxDeliver) it is dead-lettered and
+//	                           terminated like a poison message instead
+//
+// It knows subjects and streams, not payloads: decoding is the consumer's job (pkg/events).
+package natsx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Connect dials the NATS server at url as client name and returns the connection and its
+// JetStream context. The connection reconnects forever (every second, with jitter) and buffers
+// up to 8 MiB of publishes while disconnected, so a NATS restart is a pause, not an outage;
+// disconnects and reconnects are logged with slog.Default(). The first dial is not retried:
+// a wrong URL fails startup. Close the connection with nc.Drain() on shutdown.
+func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetStream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("connect to nats: %w", err)
+	}
+	log := slog.Default().With("nats_client", name)
+	nc, err := nats.Connect(url,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(8<<20),
+		nats.Timeout(5*time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Error("nats async error", "subject", subject, "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc,
+		// An async publish whose ack never comes fails instead of hanging the outbox relay.
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncMaxPending(1024),
+	)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	return nc, js, nil
+}

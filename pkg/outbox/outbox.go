@@ -1,0 +1,91 @@
+// Package outbox is the transactional outbox: Write stores events in the caller's transaction,
+// next to the state change they announce, and a Relay publishes committed rows to JetStream
+// with Nats-Msg-Id = event id. Nothing is ever published for a rolled-back transaction, and
+// nothing committed is lost: a row stays pending until JetStream has acknowledged it.
+//
+// Delivery is at least once. A row published but not yet marked (relay crash, failed commit)
+// is published again on the next pass; JetStream's duplicate window (natsx.DuplicateWindow)
+// absorbs that, and consumers' inbox absorbs anything later.
+//
+// Order: the relay reads only rows whose transaction is older than every transaction still
+// running (txid < pg_snapshot_xmin(pg_current_snapshot()), the approach of watermill-sql), in
+// (txid, id) order, and only one relay per database publishes at a time (an advisory lock).
+// So rows of a long-open transaction are never skipped, and rows are published in the order
+// their transactions began writing — which, for transactions serialised on the same aggregate
+// row, is their commit order. The price: a long-running transaction anywhere on the PostgreSQL
+// server (snapshots are cluster-wide) delays publishing until it ends.
+package outbox
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/telemetry"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema creates the outbox table. Migrate it into every database whose service uses Write.
+var Schema = postgres.Schema{Name: "outbox", FS: mustSub(migrations, "migrations")}
+
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err) // the embedded directory is fixed at compile time
+	}
+	return sub
+}
+
+// Write stores msgs in tx, to be published once tx commits, in one statement whatever their
+// number. Each message's Headers are stored with the W3C trace context of ctx added
+// (traceparent, tracestate, baggage), so consumers continue the caller's trace. A message
+// whose ID is already in the outbox is skipped: the same fact is published once.
+//
+// Write returns an error for a message without ID or Subject; nothing is stored then.
+func Write(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(msgs))
+	subjects := make([]string, len(msgs))
+	data := make([][]byte, len(msgs))
+	headers := make([]string, len(msgs))
+	for i, m := range msgs {
+		if m.ID == "" || m.Subject == "" {
+			return fmt.Errorf("outbox write: message %d without id or subject", i)
+		}
+		h := make(map[string]string, len(m.Headers)+2)
+		maps.Copy(h, m.Headers)
+		telemetry.InjectMap(ctx, h)
+		b, err := json.Marshal(h)
+		if err != nil {
+			return fmt.Errorf("outbox write %s: headers: %w", m.ID, err)
+		}
+		ids[i], subjects[i], data[i], headers[i] = m.ID, m.Subject, m.Data, string(b)
+		if data[i] == nil {
+			data[i] = []byte{}
+		}
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO outbox (event_id, subject, data, headers)
+		SELECT e, s, d, h::jsonb FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[]) AS u(e, s, d, h)
+		ON CONFLICT (event_id) DO NOTHING`,
+		ids, subjects, data, headers)
+	if err != nil {
+		return fmt.Errorf("outbox write %d messages: %w", len(msgs), err)
+	}
+	return nil
+}
+
+// errNotLeader is returned by a pass that found another relay publishing.
+var errNotLeader = errors.New("another relay holds the outbox lock")

@@ -1,0 +1,393 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/natsx"
+	"github.com/stockflow/stockflow/pkg/natsx/natstest"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/pkg/telemetry"
+)
+
+func TestMain(m *testing.M) {
+	otel.SetTextMapPropagator(telemetry.Propagator())
+	os.Exit(m.Run())
+}
+
+type env struct {
+	pool *pgxpool.Pool
+	nc   *nats.Conn
+	js   jetstream.JetStream
+}
+
+// setup gives the test its own migrated database (with a pool big enough for many concurrent
+// transactions) and its own NATS server with every stream.
+func setup(t *testing.T) env {
+	t.Helper()
+	ctx := context.Background()
+	_, url := pgtest.New(t, outbox.Schema)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	return env{pool: pool, nc: nc, js: js}
+}
+
+func msg(id string) events.Message {
+	return events.Message{ID: id, Subject: events.SubjectOrderCreated, Data: []byte(`{"id":"` + id + `"}`)}
+}
+
+func write(t *testing.T, db postgres.Beginner, msgs ...events.Message) {
+	t.Helper()
+	require.NoError(t, postgres.InTx(context.Background(), db, func(tx pgx.Tx) error {
+		return outbox.Write(context.Background(), tx, msgs...)
+	}))
+}
+
+// streamMsgs returns every message stored in stream, in stream order.
+func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+func pendingCount(t *testing.T, pool *pgxpool.Pool) int {
+	var n int
+	assert.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n))
+	return n
+}
+
+// publishAll runs passes until no row is pending and returns how many rows they published.
+// A pass may publish nothing for a while: a transaction open anywhere on the PostgreSQL server
+// (another test package's, say) holds pg_snapshot_xmin back.
+func publishAll(t *testing.T, r *outbox.Relay, pool *pgxpool.Pool) int {
+	t.Helper()
+	total := 0
+	require.Eventually(t, func() bool {
+		n, err := r.PublishPending(context.Background())
+		total += n
+		return assert.NoError(t, err) && pendingCount(t, pool) == 0
+	}, 20*time.Second, 10*time.Millisecond, "rows still pending")
+	return total
+}
+
+func TestWriteAddsTraceContextAndKeepsHeaders(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	tp := sdktrace.NewTracerProvider()
+	defer func() { require.NoError(t, tp.Shutdown(ctx)) }()
+	ctx, span := tp.Tracer("test").Start(ctx, "create order")
+	defer span.End()
+
+	m := msg("ev-1")
+	m.Headers = map[string]string{"Stockflow-Extra": "x"}
+	require.NoError(t, postgres.InTx(ctx, e.pool, func(tx pgx.Tx) error { return outbox.Write(ctx, tx, m) }))
+	assert.Len(t, m.Headers, 1, "the caller's map is not modified")
+
+	require.Equal(t, 1, publishAll(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{}), e.pool))
+
+	got := streamMsgs(t, e.js, natsx.StreamOrder)
+	require.Len(t, got, 1)
+	assert.Equal(t, events.SubjectOrderCreated, got[0].Subject)
+	assert.Equal(t, m.Data, got[0].Data)
+	assert.Equal(t, "ev-1", got[0].Header.Get(jetstream.MsgIDHeader))
+	assert.Equal(t, "x", got[0].Header.Get("Stockflow-Extra"))
+	sc := span.SpanContext()
+	assert.Equal(t, fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID()), got[0].Header.Get("traceparent"))
+}
+
+func TestWriteRejectsMessageWithoutID(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	err := postgres.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+		return outbox.Write(ctx, tx, msg("ok"), events.Message{Subject: "order.created"})
+	})
+	require.Error(t, err)
+	assert.Zero(t, pendingCount(t, e.pool), "nothing stored")
+}
+
+func TestWriteSameEventTwiceIsPublishedOnce(t *testing.T) {
+	e := setup(t)
+	write(t, e.pool, msg("timeout:o-1"), msg("timeout:o-1"))
+	write(t, e.pool, msg("timeout:o-1"))
+	assert.Equal(t, 1, publishAll(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{}), e.pool))
+	assert.Len(t, streamMsgs(t, e.js, natsx.StreamOrder), 1)
+}
+
+func TestLongOpenTransactionHoldsBackLaterRows(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{})
+
+	older, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = older.Rollback(ctx) }()
+	require.NoError(t, outbox.Write(ctx, older, msg("older")))
+	write(t, e.pool, msg("newer")) // commits while "older" is still open
+
+	n, err := relay.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a row committed after a still-open transaction began must wait for it")
+
+	require.NoError(t, older.Commit(ctx))
+	assert.Equal(t, 2, publishAll(t, relay, e.pool))
+	got := streamMsgs(t, e.js, natsx.StreamOrder)
+	require.Len(t, got, 2)
+	assert.Equal(t, "older", got[0].Header.Get(jetstream.MsgIDHeader))
+	assert.Equal(t, "newer", got[1].Header.Get(jetstream.MsgIDHeader))
+}
+
+// runRelay runs r until the test ends or the returned stop is called.
+func runRelay(t *testing.T, r *outbox.Relay) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			assert.NoError(t, <-done, "relay run")
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestNotMissingMessages: many concurrent transactions, some rolled back, some held open
+// long while later ones commit, with the relay running all along. Every committed row must be
+// published exactly once, in txid order, and no rolled-back row ever.
+func TestNotMissingMessages(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	stopRelay := runRelay(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 16, PollInterval: 10 * time.Millisecond}))
+
+	const workers, txsPerWorker = 8, 30
+	var mu sync.Mutex
+	committed, rolledBack := map[string]bool{}, map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 42))
+			for i := range txsPerWorker {
+				var ids []string
+				for j := range 1 + rnd.IntN(3) {
+					ids = append(ids, fmt.Sprintf("w%d-t%d-m%d", w, i, j))
+				}
+				rollback := rnd.IntN(4) == 0
+				hold := time.Duration(0)
+				if rnd.IntN(8) == 0 {
+					hold = time.Duration(200+rnd.IntN(600)) * time.Millisecond
+				}
+				tx, err := e.pool.Begin(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				msgs := make([]events.Message, len(ids))
+				for k, id := range ids {
+					msgs[k] = msg(id)
+				}
+				assert.NoError(t, outbox.Write(ctx, tx, msgs...))
+				time.Sleep(hold) // a slow transaction, open while others commit
+				mu.Lock()
+				if rollback {
+					assert.NoError(t, tx.Rollback(ctx))
+					for _, id := range ids {
+						rolledBack[id] = true
+					}
+				} else {
+					if assert.NoError(t, tx.Commit(ctx)) {
+						for _, id := range ids {
+							committed[id] = true
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.NotEmpty(t, rolledBack)
+
+	require.Eventually(t, func() bool {
+		var published int
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL`).Scan(&published)
+		return assert.NoError(t, err) && published == len(committed)
+	}, 30*time.Second, 20*time.Millisecond, "not every committed row was published")
+	stopRelay()
+
+	txids := map[string]uint64{}
+	rows, err := e.pool.Query(ctx, `SELECT event_id, txid::text FROM outbox`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, txid string
+		require.NoError(t, rows.Scan(&id, &txid))
+		txids[id], err = strconv.ParseUint(txid, 10, 64)
+		require.NoError(t, err)
+	}
+	require.NoError(t, rows.Err())
+
+	got := streamMsgs(t, e.js, natsx.StreamOrder)
+	seen := map[string]int{}
+	var lastTxid uint64
+	for _, m := range got {
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		seen[id]++
+		assert.False(t, rolledBack[id], "rolled-back %s published", id)
+		assert.GreaterOrEqual(t, txids[id], lastTxid, "%s published out of txid order", id)
+		lastTxid = txids[id]
+	}
+	assert.Len(t, got, len(committed), "stream holds exactly the committed messages")
+	for id := range committed {
+		assert.Equal(t, 1, seen[id], "committed %s published %d times", id, seen[id])
+	}
+}
+
+// subscribeAll counts every publish on order.> as the server sees it, before JetStream
+// deduplication, so double publishing is visible.
+func subscribeAll(t *testing.T, nc *nats.Conn) func() map[string]int {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	sub, err := nc.Subscribe(natsx.SubjectsOrder, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[m.Header.Get(jetstream.MsgIDHeader)]++
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	t.Cleanup(func() { assert.NoError(t, sub.Unsubscribe()) })
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(counts)
+	}
+}
+
+func TestTwoRelaysPublishEachEventOnce(t *testing.T) {
+	e := setup(t)
+	// A separate connection, so the counting subscription does not share the relays' one.
+	nc2, err := nats.Connect(e.nc.ConnectedUrl())
+	require.NoError(t, err)
+	t.Cleanup(nc2.Close)
+	counts := subscribeAll(t, nc2)
+
+	opts := outbox.RelayOptions{BatchSize: 8, PollInterval: 5 * time.Millisecond}
+	stopA := runRelay(t, outbox.NewRelay(e.pool, e.js, opts))
+	stopB := runRelay(t, outbox.NewRelay(e.pool, e.js, opts))
+
+	const n = 400
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range n / 4 {
+				write(t, e.pool, msg(fmt.Sprintf("w%d-%d", w, i)))
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return pendingCount(t, e.pool) == 0 }, 30*time.Second, 20*time.Millisecond)
+	stopA()
+	stopB()
+	require.NoError(t, e.nc.Flush())
+
+	got := streamMsgs(t, e.js, natsx.StreamOrder)
+	assert.Len(t, got, n)
+	ids := map[string]bool{}
+	for _, m := range got {
+		ids[m.Header.Get(jetstream.MsgIDHeader)] = true
+	}
+	assert.Len(t, ids, n, "each event id once in the stream")
+	require.Eventually(t, func() bool { return len(counts()) == n }, 5*time.Second, 10*time.Millisecond)
+	for id, c := range counts() {
+		assert.Equal(t, 1, c, "%s was published %d times", id, c)
+	}
+}
+
+func TestRelayKilledMidBatchThenRestartedPublishesEverything(t *testing.T) {
+	e := setup(t)
+	const n = 3000
+	msgs := make([]events.Message, n)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("ev-%04d", i))
+	}
+	write(t, e.pool, msgs...)
+
+	// Kill the relay as soon as the first message reaches the server.
+	ctx, kill := context.WithCancel(context.Background())
+	sub, err := e.nc.Subscribe(natsx.SubjectsOrder, func(*nats.Msg) { kill() })
+	require.NoError(t, err)
+	require.NoError(t, e.nc.Flush())
+	killed := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 1000})
+	require.Eventually(t, func() bool { // passes publish nothing while another test's transaction holds xmin back
+		_, err = killed.PublishPending(ctx)
+		return err != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, sub.Unsubscribe())
+	t.Logf("after the kill: %d of %d rows still pending", pendingCount(t, e.pool), n)
+
+	publishAll(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 1000}), e.pool)
+
+	got := streamMsgs(t, e.js, natsx.StreamOrder)
+	assert.Len(t, got, n, "republished rows were deduplicated")
+	for i, m := range got {
+		assert.Equal(t, fmt.Sprintf("ev-%04d", i), m.Header.Get(jetstream.MsgIDHeader), "stream order")
+	}
+}
+
+func TestCleanupDeletesOldPublishedRowsOnly(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{Retention: 24 * time.Hour})
+	write(t, e.pool, msg("old"), msg("recent"))
+	publishAll(t, relay, e.pool)
+	write(t, e.pool, msg("pending"))
+	_, err := e.pool.Exec(ctx, `UPDATE outbox SET published_at = now() - interval '2 days' WHERE event_id = 'old'`)
+	require.NoError(t, err)
+
+	n, err := relay.Cleanup(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	var left []string
+	rows, err := e.pool.Query(ctx, `SELECT event_id FROM outbox ORDER BY id`)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"recent", "pending"}, left)
+}

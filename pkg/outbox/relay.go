@@ -1,0 +1,315 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RelayOptions configures a Relay. Zero values take the documented defaults.
+type RelayOptions struct {
+	// BatchSize is the most rows one pass publishes before marking them. Default 256.
+	BatchSize int
+	// PollInterval is how long the relay waits between passes when no commit notification
+	// (LISTEN outbox) arrives: the latency floor when notifications are lost, and the retry
+	// interval while a long-open transaction holds rows back. Default 50ms.
+	PollInterval time.Duration
+	// MaxBackoff caps the wait after consecutive failed passes (the wait doubles from
+	// PollInterval). Default 5s.
+	MaxBackoff time.Duration
+	// Retention is how long published rows are kept (for audit and replay) before Run deletes
+	// them. Default 7 days; negative keeps them forever.
+	Retention time.Duration
+	// Logger receives failures and cleanup results. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Relay publishes committed outbox rows to JetStream. Run one per service replica: replicas
+// take turns through an advisory lock, so they never publish the same row concurrently.
+type Relay struct {
+	pool *pgxpool.Pool
+	js   jetstream.JetStream
+	opts RelayOptions
+	log  *slog.Logger
+}
+
+// NewRelay returns a relay reading the outbox table of pool and publishing with js.
+func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Relay {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 256
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 50 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Relay{pool: pool, js: js, opts: opts, log: opts.Logger.With("component", "outbox-relay")}
+}
+
+// cleanupEvery is how often Run deletes published rows past Retention.
+const cleanupEvery = time.Minute
+
+// Run publishes pending rows until ctx is done, then returns nil. It wakes on commit
+// notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail, and
+// deletes published rows past Retention once a minute. Failures are logged, never fatal: the
+// rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
+func (r *Relay) Run(ctx context.Context) error {
+	l := r.listen(ctx)
+	defer l.close()
+	backoff := r.opts.PollInterval
+	var lastCleanup time.Time
+	for {
+		_, err := r.PublishPending(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := r.opts.PollInterval
+		if err != nil {
+			r.log.Error("publish outbox", "err", err, "retry_in", backoff)
+			wait, backoff = backoff, min(2*backoff, r.opts.MaxBackoff)
+		} else {
+			backoff = r.opts.PollInterval
+		}
+		if r.opts.Retention > 0 && time.Since(lastCleanup) >= cleanupEvery {
+			lastCleanup = time.Now()
+			if n, err := r.Cleanup(ctx); err != nil {
+				r.log.Error("clean up outbox", "err", err)
+			} else if n > 0 {
+				r.log.Info("cleaned up outbox", "deleted", n)
+			}
+		}
+		l.wait(ctx, wait)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// PublishPending publishes every row that is committed and eligible now (see the package
+// documentation), batch by batch, and returns how many it published. It returns 0 at once
+// when another relay is publishing. On error, the rows of the failed batch that JetStream
+// acknowledged are still marked, and the others stay pending.
+func (r *Relay) PublishPending(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := r.pass(ctx)
+		total += n
+		if errors.Is(err, errNotLeader) {
+			return total, nil
+		}
+		if err != nil || n < r.opts.BatchSize {
+			return total, err
+		}
+	}
+}
+
+// lockKey is the advisory lock the relays of one database take turns on.
+const lockKey int64 = 0x6f7574626f78 // "outbox"
+
+type row struct {
+	id      int64
+	eventID string
+	subject string
+	data    []byte
+	headers map[string]string
+}
+
+// pass publishes one batch in one transaction: lock, read, publish and wait for the acks,
+// mark, commit. Rows stay locked (and pending) until the commit, so a crash anywhere leaves
+// them to be published again.
+func (r *Relay) pass(ctx context.Context) (n int, err error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox pass: begin: %w", err)
+	}
+	defer func() {
+		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			err = errors.Join(err, fmt.Errorf("outbox pass: rollback: %w", rbErr))
+		}
+	}()
+	var leader bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&leader); err != nil {
+		return 0, fmt.Errorf("outbox pass: lock: %w", err)
+	}
+	if !leader {
+		return 0, errNotLeader
+	}
+	rows, err := r.read(ctx, tx)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	published, pubErr := r.publish(ctx, rows)
+	if len(published) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY($1)`, published); err != nil {
+			return 0, errors.Join(pubErr, fmt.Errorf("outbox pass: mark published: %w", err))
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, errors.Join(pubErr, fmt.Errorf("outbox pass: commit: %w", err))
+		}
+	}
+	return len(published), pubErr
+}
+
+func (r *Relay) read(ctx context.Context, tx pgx.Tx) ([]row, error) {
+	rs, err := tx.Query(ctx, `
+		SELECT id, event_id, subject, data, headers FROM outbox
+		WHERE published_at IS NULL AND txid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY txid, id
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("outbox pass: read: %w", err)
+	}
+	out, err := pgx.CollectRows(rs, func(rr pgx.CollectableRow) (row, error) {
+		var x row
+		err := rr.Scan(&x.id, &x.eventID, &x.subject, &x.data, &x.headers)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox pass: read: %w", err)
+	}
+	return out, nil
+}
+
+// publish sends rows asynchronously, in order, and waits for every ack. It returns the ids of
+// the rows JetStream stored (a duplicate counts: the event is in the stream) and the first
+// error.
+func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(rows))
+	var sendErr error
+	for _, x := range rows {
+		m := nats.NewMsg(x.subject)
+		for k, v := range x.headers {
+			m.Header[k] = []string{v}
+		}
+		m.Data = x.data
+		f, err := r.js.PublishMsgAsync(m, jetstream.WithMsgID(x.eventID))
+		if err != nil {
+			// Stop here: publishing later rows would put them ahead of this one.
+			sendErr = fmt.Errorf("outbox publish %s: %w", x.eventID, err)
+			break
+		}
+		futures = append(futures, f)
+	}
+	published := make([]int64, 0, len(futures))
+	var ackErr error
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			published = append(published, rows[i].id)
+		case err := <-f.Err():
+			if ackErr == nil {
+				ackErr = fmt.Errorf("outbox publish %s: %w", rows[i].eventID, err)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("outbox publish: %w", ctx.Err())
+		}
+	}
+	return published, errors.Join(ackErr, sendErr)
+}
+
+// Cleanup deletes up to 10,000 published rows older than Retention and returns how many; Run
+// calls it once a minute. It does nothing when Retention is negative.
+func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
+	if r.opts.Retention < 0 {
+		return 0, nil
+	}
+	tag, err := r.pool.Exec(ctx, `
+		DELETE FROM outbox WHERE id IN (
+			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT 10000)`,
+		r.opts.Retention)
+	if err != nil {
+		return 0, fmt.Errorf("outbox cleanup: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// listener waits for commit notifications on a dedicated connection, falling back to plain
+// polling when it has none.
+type listener struct {
+	r    *Relay
+	conn *pgx.Conn
+}
+
+func (r *Relay) listen(ctx context.Context) *listener {
+	l := &listener{r: r}
+	l.connect(ctx)
+	return l
+}
+
+func (l *listener) connect(ctx context.Context) {
+	c, err := l.r.pool.Acquire(ctx)
+	if err != nil {
+		l.r.log.Warn("outbox listen: acquire connection; polling only", "err", err)
+		return
+	}
+	conn := c.Hijack() // owned by the listener from now on: it must not go back LISTENing
+	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
+		l.r.log.Warn("outbox listen; polling only", "err", err)
+		l.closeConn(conn)
+		return
+	}
+	l.conn = conn
+}
+
+// wait returns after a notification, after d, or when ctx is done.
+func (l *listener) wait(ctx context.Context, d time.Duration) {
+	if l.conn == nil {
+		l.connect(ctx)
+	}
+	if l.conn == nil {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := l.conn.WaitForNotification(wctx)
+	if err == nil || ctx.Err() != nil || (wctx.Err() != nil && pgconn.Timeout(err)) {
+		return
+	}
+	l.r.log.Warn("outbox listen: connection lost; reconnecting", "err", err)
+	l.closeConn(l.conn)
+	l.conn = nil
+	// Don't spin on a broken server: the next wait starts with a plain sleep.
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (l *listener) close() {
+	if l.conn != nil {
+		l.closeConn(l.conn)
+		l.conn = nil
+	}
+}
+
+func (l *listener) closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		l.r.log.Warn("outbox listen: close connection", "err", err)
+	}
+}

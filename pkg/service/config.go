@@ -1,0 +1,121 @@
+// Package service runs a stockflow service process: configuration from the environment, its
+// database and migrations, NATS JetStream with the streams, the outbox relay, the consumers, the
+// HTTP server, and a graceful shutdown in the right order. Services bring only their parts.
+package service
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Base is the configuration every service shares. A service embeds it in its own Config and
+// fills in its own defaults (listen address, database) with Default after LoadConfig.
+type Base struct {
+	// HTTPAddr is where the HTTP API, /healthz and /readyz listen.
+	HTTPAddr string `env:"HTTP_ADDR"`
+	// DatabaseURL is the service's own PostgreSQL database.
+	DatabaseURL string `env:"DATABASE_URL" secret:"true"`
+	// NATSURL is the JetStream server (NATS >= 2.12: scheduled messages); the project runs its
+	// pinned nats-server on 14222, never the system one on 4222.
+	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:14222"`
+	// AutoMigrate creates the database and applies migrations at start. Kubernetes runs
+	// `<svc> migrate` as a Job and sets it false.
+	AutoMigrate bool `env:"AUTO_MIGRATE" envDefault:"true"`
+	// LogLevel is DEBUG, INFO, WARN or ERROR.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"INFO"`
+	// ShutdownTimeout bounds the graceful drain at exit.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	// RelayBatch is how many outbox rows the relay publishes per round trip.
+	RelayBatch int `env:"OUTBOX_RELAY_BATCH" envDefault:"256"`
+}
+
+// Validate reports the first setting that cannot work.
+func (b Base) Validate() error {
+	var errs []error
+	if b.HTTPAddr == "" {
+		errs = append(errs, errors.New("HTTP_ADDR is empty"))
+	}
+	if u, err := url.Parse(b.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		errs = append(errs, errors.New("DATABASE_URL must be a postgres:// URL"))
+	}
+	if u, err := url.Parse(b.NATSURL); err != nil || u.Scheme != "nats" {
+		errs = append(errs, errors.New("NATS_URL must be a nats:// URL"))
+	}
+	if b.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
+	}
+	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
+		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
+	}
+	return errors.Join(errs...)
+}
+
+// Default sets the service's own defaults where the environment left them empty.
+func (b *Base) Default(httpAddr, databaseURL string) {
+	if b.HTTPAddr == "" {
+		b.HTTPAddr = httpAddr
+	}
+	if b.DatabaseURL == "" {
+		b.DatabaseURL = databaseURL
+	}
+}
+
+// LoadConfig fills cfg, a pointer to a struct, from environ (os.Environ form).
+func LoadConfig(cfg any, environ []string) error {
+	err := env.ParseWithOptions(cfg, env.Options{Environment: env.ToMap(environ)})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// LogAttrs renders cfg for the startup log, masking every field tagged secret:"true" (URLs keep
+// their host and path, lose their password).
+func LogAttrs(cfg any) []any {
+	var attrs []any
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f, fv := t.Field(i), v.Field(i)
+			if f.Anonymous && fv.Kind() == reflect.Struct {
+				walk(fv)
+				continue
+			}
+			name := f.Tag.Get("env")
+			if name == "" || !f.IsExported() {
+				continue
+			}
+			val := fmt.Sprint(fv.Interface())
+			if f.Tag.Get("secret") == "true" {
+				val = mask(val)
+			}
+			attrs = append(attrs, slog.String(name, val))
+		}
+	}
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	walk(v)
+	return attrs
+}
+
+func mask(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		return u.String()
+	}
+	if s == "" {
+		return ""
+	}
+	return "xxxxx"
+}

@@ -1,0 +1,234 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/stockflow/stockflow/pkg/inbox"
+	"github.com/stockflow/stockflow/pkg/natsx"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/telemetry"
+)
+
+// Deps are the connections a service's parts are built on.
+type Deps struct {
+	Pool *pgxpool.Pool
+	NC   *nats.Conn
+	JS   jetstream.JetStream
+	Log  *slog.Logger
+}
+
+// Consumer is one durable consumer of the service and its handler.
+type Consumer struct {
+	Spec   natsx.ConsumerSpec
+	Handle natsx.Handler
+}
+
+// Parts are what a service contributes: its API, its consumers and its background loops
+// (sweepers, schedulers), each loop running until its context ends.
+type Parts struct {
+	Handler   http.Handler
+	Consumers []Consumer
+	Loops     []func(context.Context) error
+}
+
+// Spec describes one service to Main.
+type Spec struct {
+	Name    string
+	Base    *Base             // the embedded Base of Config, after LoadConfig
+	Config  any               // the whole config, for the startup log
+	Schemas []postgres.Schema // the service's own migrations; outbox and inbox are added
+	// Wire builds the service's parts once its dependencies are up.
+	Wire func(ctx context.Context, d Deps) (Parts, error)
+	// Commands are extra subcommands (stock: verify, rebuild) run with the database only.
+	Commands map[string]func(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error
+}
+
+// Main runs the subcommand in args: serve (the default), migrate, or one of spec.Commands.
+func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: spec.Base.LogLevel})).With("service", spec.Name)
+	if err := spec.Base.Validate(); err != nil {
+		return err
+	}
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve":
+		log.Info("starting", LogAttrs(spec.Config)...)
+		return serve(ctx, spec, log)
+	case "migrate":
+		pool, err := openDB(ctx, spec, true)
+		if err != nil {
+			return err
+		}
+		pool.Close()
+		fmt.Fprintf(stdout, "%s: migrations applied\n", spec.Name)
+		return nil
+	}
+	run, ok := spec.Commands[cmd]
+	if !ok {
+		return fmt.Errorf("unknown command %q (serve, migrate%s)", cmd, commandNames(spec.Commands))
+	}
+	pool, err := openDB(ctx, spec, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return run(ctx, pool, stdout)
+}
+
+func commandNames(cmds map[string]func(context.Context, *pgxpool.Pool, io.Writer) error) string {
+	s := ""
+	for name := range cmds {
+		s += ", " + name
+	}
+	return s
+}
+
+// Schemas returns the service's schemas with the shared outbox and inbox schemas.
+func Schemas(own ...postgres.Schema) []postgres.Schema {
+	return append(append([]postgres.Schema{}, own...), outbox.Schema, inbox.Schema)
+}
+
+func openDB(ctx context.Context, spec Spec, migrate bool) (*pgxpool.Pool, error) {
+	if migrate {
+		if err := postgres.EnsureDatabase(ctx, spec.Base.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := postgres.Connect(ctx, spec.Base.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := postgres.Migrate(ctx, pool, Schemas(spec.Schemas...)...); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
+// serve runs until ctx ends, then shuts down in order: stop taking HTTP requests and
+// messages, let in-flight handlers finish, stop the relay, close the connections.
+func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
+	shutdownTracing, err := telemetry.Setup(ctx, spec.Name, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := shutdownTracing(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("tracing shutdown", "err", err)
+		}
+	}()
+
+	pool, err := openDB(ctx, spec, spec.Base.AutoMigrate)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, js, err := natsx.Connect(ctx, spec.Base.NATSURL, spec.Name)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := natsx.EnsureStreams(ctx, js); err != nil {
+		return err
+	}
+	deps := Deps{Pool: pool, NC: nc, JS: js, Log: log}
+	parts, err := spec.Wire(ctx, deps)
+	if err != nil {
+		return fmt.Errorf("wire %s: %w", spec.Name, err)
+	}
+
+	lis, err := net.Listen("tcp", spec.Base.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", spec.Base.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: telemetry.HTTPHandler(parts.Handler, spec.Name), ReadHeaderTimeout: 5 * time.Second}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2+len(parts.Loops))
+	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{BatchSize: spec.Base.RelayBatch, Logger: log})
+	report := func(err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errc <- err
+		}
+	}
+	wg.Go(func() { report(relay.Run(bg)) })
+	for _, loop := range parts.Loops {
+		wg.Go(func() { report(loop(bg)) })
+	}
+	var stops []func()
+	for _, c := range parts.Consumers {
+		stop, err := natsx.Consume(bg, js, c.Spec, c.Handle, log)
+		if err != nil {
+			for _, s := range stops {
+				s()
+			}
+			return fmt.Errorf("consume %s: %w", c.Spec.Durable, err)
+		}
+		stops = append(stops, stop)
+	}
+	wg.Go(func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	})
+	log.Info("ready", "http", lis.Addr().String(), "consumers", len(parts.Consumers))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spec.Base.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	for _, s := range stops {
+		s() // waits for in-flight handlers: their transactions commit or roll back
+	}
+	stopBG()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		runErr = errors.Join(runErr, errors.New("background work did not stop in time"))
+	}
+	if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		log.Warn("nats drain", "err", err)
+	}
+	return runErr
+}
+
+// Ready reports whether the database and NATS answer: the body of /readyz.
+func (d Deps) Ready(ctx context.Context) error {
+	if err := d.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if !d.NC.IsConnected() {
+		return fmt.Errorf("nats: %s", d.NC.Status())
+	}
+	return nil
+}

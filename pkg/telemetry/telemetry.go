@@ -1,0 +1,121 @@
+// Package telemetry sets up OpenTelemetry tracing for a stockflow process and carries trace
+// context across the places a request leaves the process: HTTP (via otelhttp), the outbox
+// headers and NATS message headers. One trace follows an order from the API call that
+// created it through every consumer that reacted to its events.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Setup installs the global TracerProvider for service and the W3C TraceContext + Baggage
+// propagator, and returns a shutdown that flushes pending spans (call it on exit, with a
+// deadline). Spans go to exp; when exp is nil they go to an OTLP/HTTP exporter configured by
+// the standard OTEL_EXPORTER_OTLP_* variables if OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nowhere otherwise (spans are still created,
+// so trace ids still propagate through headers and logs).
+//
+// Setup reads the environment only for the OTLP exporter, whose configuration is the
+// OpenTelemetry standard rather than a stockflow setting.
+func Setup(ctx context.Context, service string, exp sdktrace.SpanExporter) (shutdown func(context.Context) error, err error) {
+	if service == "" {
+		return nil, errors.New("telemetry setup: empty service name")
+	}
+	if exp == nil && (os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
+		otlp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry setup: otlp exporter: %w", err)
+		}
+		exp = otlp
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", service)))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry setup: resource: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if exp != nil {
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(Propagator())
+	return func(ctx context.Context) error {
+		if err := tp.Shutdown(ctx); err != nil {
+			return fmt.Errorf("telemetry shutdown: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// Propagator is the propagator stockflow uses everywhere: W3C traceparent/tracestate and
+// baggage. Setup installs it globally.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// HTTPHandler wraps h so every request runs in a server span named operation (say
+// "POST /orders"), continuing the trace of an incoming traceparent header when there is one,
+// with otelhttp's standard HTTP attributes and metrics.
+func HTTPHandler(h http.Handler, operation string) http.Handler {
+	return otelhttp.NewHandler(h, operation,
+		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }))
+}
+
+// HeaderCarrier adapts NATS message headers to a propagation.TextMapCarrier. NATS header keys
+// are case-sensitive; the W3C propagator writes and reads lower-case keys ("traceparent").
+type HeaderCarrier nats.Header
+
+var _ propagation.TextMapCarrier = HeaderCarrier(nil)
+
+// Get returns the first value of key.
+func (c HeaderCarrier) Get(key string) string {
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set replaces the values of key with value.
+func (c HeaderCarrier) Set(key, value string) { c[key] = []string{value} }
+
+// Keys lists the header keys.
+func (c HeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// InjectNATS writes the trace context of ctx into h using the global propagator. h must not be
+// nil.
+func InjectNATS(ctx context.Context, h nats.Header) {
+	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
+}
+
+// ExtractNATS returns ctx carrying the remote trace context found in h (if any), so a span
+// started from it becomes a child of the producer's span.
+func ExtractNATS(ctx context.Context, h nats.Header) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, HeaderCarrier(h))
+}
+
+// InjectMap writes the trace context of ctx into m (the outbox stores headers as a map).
+func InjectMap(ctx context.Context, m map[string]string) {
+	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(m))
+}

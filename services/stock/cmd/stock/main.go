@@ -1,0 +1,86 @@
+// Command stock runs the stock service: SKU quantities, locks, the ledger, and the consumers
+// that lock, sell and release stock for orders. Subcommands: serve (default), migrate, verify
+// (fold the ledger, compare with the summaries, exit 1 on any difference) and rebuild
+// (recompute the summaries from the ledger).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
+	"github.com/stockflow/stockflow/services/stock/internal/config"
+	"github.com/stockflow/stockflow/services/stock/internal/consumers"
+	"github.com/stockflow/stockflow/services/stock/internal/httpapi"
+	stockpg "github.com/stockflow/stockflow/services/stock/internal/postgres"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "stock:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	cfg, err := config.Load(environ)
+	if err != nil {
+		return err
+	}
+	return service.Main(ctx, args, stdout, service.Spec{
+		Name:    "stock",
+		Base:    &cfg.Base,
+		Config:  cfg,
+		Schemas: []postgres.Schema{stockpg.Schema},
+		Wire: func(ctx context.Context, d service.Deps) (service.Parts, error) {
+			svc := app.New(stockpg.NewStore(d.Pool))
+			return service.Parts{
+				Handler:   httpapi.Handler(svc, d.Log, d.Ready),
+				Consumers: consumers.All(svc),
+			}, nil
+		},
+		Commands: map[string]func(context.Context, *pgxpool.Pool, io.Writer) error{
+			"verify":  verify,
+			"rebuild": rebuild,
+		},
+	})
+}
+
+func verify(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error {
+	diffs, err := stockpg.NewStore(pool).Verify(ctx)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(stdout, httpapi.VerifyReport{Consistent: len(diffs) == 0, Differences: diffs}); err != nil {
+		return err
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("verify: %d differences between the summaries and the ledger", len(diffs))
+	}
+	return nil
+}
+
+func rebuild(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error {
+	changed, err := stockpg.NewStore(pool).Rebuild(ctx)
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, map[string]any{"rebuilt": changed})
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,228 @@
+// Package e2e runs the four services as separate processes against a real PostgreSQL and the
+// pinned NATS server — started by the same launcher as `make up` — and drives them through
+// their public HTTP APIs only.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/tools/launcher"
+)
+
+const sandboxSecret = "e2e-sandbox-secret"
+
+var sys *launcher.System
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	runDir, err := os.MkdirTemp("", "stockflow-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	prefix := "e2e_" + randomHex(4) + "_"
+	opts := launcher.Options{
+		Root: root, RunDir: runDir, DatabaseURL: pgtest.ServerURL(),
+		Ports:    map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
+		DBPrefix: prefix,
+		Env: []string{
+			"PAYMENT_SANDBOX_SECRET=" + sandboxSecret,
+			"TIMEOUT_SWEEP_INTERVAL=500ms",
+			"LOG_LEVEL=DEBUG",
+		},
+		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "e2e: "+f+"\n", a...) },
+	}
+	sys, err = launcher.Up(ctx, opts)
+	defer func() {
+		if sys != nil {
+			if err := sys.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: stop:", err)
+			}
+		}
+		dropDatabases(prefix)
+		if os.Getenv("E2E_KEEP") == "" {
+			_ = os.RemoveAll(runDir)
+		} else {
+			fmt.Fprintln(os.Stderr, "e2e: logs kept in", runDir)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: up:", err)
+		dumpLogs(runDir)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		dumpLogs(runDir)
+	}
+	return code
+}
+
+func dumpLogs(runDir string) {
+	files, _ := filepath.Glob(filepath.Join(runDir, "logs", "*.log"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(string(b), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Fprintf(os.Stderr, "--- %s (tail)\n%s\n", filepath.Base(f), strings.Join(lines, "\n"))
+	}
+}
+
+func dropDatabases(prefix string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, prefix+"%")
+	if err != nil {
+		return
+	}
+	names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, n := range names {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)")
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// --- a small client of the public APIs ---
+
+type client struct{ t testing.TB }
+
+func (c client) call(method, url string, body any, headers map[string]string) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(c.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(c.t, err)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	var out map[string]any
+	if len(raw) > 0 {
+		require.NoError(c.t, json.Unmarshal(raw, &out), "%s %s: %s", method, url, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func (c client) createSKU(sku string, onHand int64) {
+	c.t.Helper()
+	status, body := c.call("POST", sys.URLs["stock"]+"/v1/skus", map[string]any{"sku": sku, "on_hand": onHand}, nil)
+	require.Equal(c.t, http.StatusCreated, status, "%v", body)
+}
+
+func (c client) sku(sku string) map[string]any {
+	c.t.Helper()
+	status, body := c.call("GET", sys.URLs["stock"]+"/v1/skus/"+sku, nil, nil)
+	require.Equal(c.t, http.StatusOK, status, "%v", body)
+	return body
+}
+
+type item struct {
+	SKU       string `json:"sku"`
+	Qty       int64  `json:"qty"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+func (c client) order(timeout string, items ...item) string {
+	c.t.Helper()
+	body := map[string]any{"buyer_id": "u-" + randomHex(3), "items": items, "currency": "CNY", "payment_timeout": timeout}
+	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders", body, map[string]string{"Idempotency-Key": randomHex(8)})
+	require.Equal(c.t, http.StatusCreated, status, "%v", resp)
+	return resp["order_id"].(string)
+}
+
+func (c client) getOrder(id string) map[string]any {
+	c.t.Helper()
+	status, body := c.call("GET", sys.URLs["order"]+"/v1/orders/"+id, nil, nil)
+	require.Equal(c.t, http.StatusOK, status, "%v", body)
+	return body
+}
+
+// waitStatus polls the order until it has status want.
+func (c client) waitStatus(id, want string, within time.Duration) map[string]any {
+	c.t.Helper()
+	var last map[string]any
+	require.Eventually(c.t, func() bool {
+		last = c.getOrder(id)
+		return last["status"] == want
+	}, within, 20*time.Millisecond, "order %s never reached %s", id, want)
+	return last
+}
+
+func sign(body []byte) string {
+	m := hmac.New(sha256.New, []byte(sandboxSecret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// pay posts a sandbox provider callback for the order.
+func (c client) pay(orderID string, amount int64, txn string) (int, map[string]any) {
+	c.t.Helper()
+	raw, err := json.Marshal(map[string]any{"provider_txn_id": txn, "order_id": orderID, "amount": amount, "currency": "CNY", "status": "succeeded"})
+	require.NoError(c.t, err)
+	return c.call("POST", sys.URLs["payment-adapter"]+"/v1/callbacks/sandbox", raw, map[string]string{"X-Sandbox-Signature": sign(raw), "Content-Type": "application/json"})
+}
+
+// requireConsistent is the check after every end-to-end test: the stock service's verify
+// finds no difference (ledger fold = summary, lock rows = locked/sold), and no lock is held
+// past its deadline.
+func (c client) requireConsistent() {
+	c.t.Helper()
+	status, body := c.call("POST", sys.URLs["stock"]+"/v1/admin/verify", nil, nil)
+	require.Equal(c.t, http.StatusOK, status)
+	require.Equal(c.t, true, body["consistent"], "verify: %v", body["differences"])
+	require.Eventually(c.t, func() bool {
+		status, body := c.call("GET", sys.URLs["stock"]+"/v1/admin/overdue-locks?grace=2s", nil, nil)
+		require.Equal(c.t, http.StatusOK, status, "%v", body)
+		return body["count"] == float64(0)
+	}, 10*time.Second, 100*time.Millisecond, "locks held past their deadline")
+}
