@@ -69,7 +69,9 @@ func (o *Options) defaults() {
 	}
 }
 
-func (o Options) path(parts ...string) string { return filepath.Join(append([]string{o.RunDir}, parts...)...) }
+func (o Options) path(parts ...string) string {
+	return filepath.Join(append([]string{o.RunDir}, parts...)...)
+}
 
 // Up ensures PostgreSQL and NATS, builds the services and starts each as a process with its log
 // in RunDir/logs, and waits until every /readyz answers.

@@ -127,4 +127,3 @@ func onTimeoutExpired(svc *app.Service) natsx.Handler {
 		return classify(err)
 	}
 }
-
