@@ -1,0 +1,296 @@
+// Package httpapi is the order service's public HTTP API (DESIGN §9): go-kit endpoints over
+// the use cases, strict JSON decoding, and one error mapping (errors.go).
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/stockflow/stockflow/pkg/httpx"
+	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/order"
+)
+
+// Handler returns the order API:
+//
+//	POST /v1/orders              place an order (Idempotency-Key header required) → 201, replay → 200
+//	GET  /v1/orders/{id}         the order with its history
+//	GET  /v1/orders?buyer_id=…   a buyer's orders, newest first (&limit=1..100, default 20;
+//	                             &before=<order_id> for the next page, as next_before says)
+//	POST /v1/orders/{id}/cancel  ask to cancel an unpaid order → 202 (200 once cancelled)
+//	POST /v1/orders/{id}/refund  refund a paid or shipped order → 200
+//	POST /v1/orders/{id}/ship    ship a paid order → 200
+//	GET  /healthz, GET /readyz   liveness; readiness is ready() == nil
+//
+// Cancel and refund take an optional body {"reason": "…"}.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	opts := httpx.ServerOptions(log, mapError)
+	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(pattern, kithttp.NewServer(ep, dec, encode, opts...))
+	}
+	route("POST /v1/orders", placeOrder(svc), decodePlaceOrder)
+	route("GET /v1/orders/{id}", getOrder(svc), decodeOrderID)
+	route("GET /v1/orders", listOrders(svc), decodeListOrders)
+	route("POST /v1/orders/{id}/cancel", cancelOrder(svc), decodeOrderAction)
+	route("POST /v1/orders/{id}/refund", refundOrder(svc), decodeOrderAction)
+	route("POST /v1/orders/{id}/ship", shipOrder(svc), decodeOrderAction)
+	httpx.Health(mux, ready)
+	httpx.NotFound(mux)
+	return mux
+}
+
+// --- views ---
+
+type itemView struct {
+	SKU       string `json:"sku"`
+	Qty       int64  `json:"qty"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+type historyView struct {
+	Status string    `json:"status"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+type orderView struct {
+	OrderID           string        `json:"order_id"`
+	BuyerID           string        `json:"buyer_id"`
+	Status            string        `json:"status"`
+	Items             []itemView    `json:"items"`
+	Total             int64         `json:"total"`
+	Currency          string        `json:"currency"`
+	PaymentTimeout    string        `json:"payment_timeout"`
+	CreatedAt         time.Time     `json:"created_at"`
+	UpdatedAt         time.Time     `json:"updated_at"`
+	ExpiresAt         time.Time     `json:"expires_at"`
+	CancelRequestedAt *time.Time    `json:"cancel_requested_at,omitempty"`
+	History           []historyView `json:"history"`
+
+	status   int
+	replayed bool
+}
+
+// StatusCode implements httpx.StatusCoder.
+func (v orderView) StatusCode() int { return max(v.status, http.StatusOK) }
+
+func viewOrder(o *order.Order) orderView {
+	items := o.Items()
+	v := orderView{
+		OrderID: o.ID(), BuyerID: o.BuyerID(), Status: o.Status().String(),
+		Items: make([]itemView, len(items)), Total: o.Total().Int64(), Currency: o.Currency(),
+		PaymentTimeout: o.PaymentTimeout().String(),
+		CreatedAt:      o.CreatedAt(), UpdatedAt: o.UpdatedAt(), ExpiresAt: o.ExpiresAt(),
+	}
+	for i, it := range items {
+		v.Items[i] = itemView{SKU: it.SKU(), Qty: it.Qty().Int64(), UnitPrice: it.UnitPrice().Int64()}
+	}
+	if at := o.CancelRequestedAt(); !at.IsZero() {
+		v.CancelRequestedAt = &at
+	}
+	for _, h := range o.History() {
+		v.History = append(v.History, historyView{Status: h.Status.String(), At: h.At, Reason: h.Reason})
+	}
+	return v
+}
+
+// encode writes the response; a new order gets a Location, a replayed one Idempotent-Replayed.
+func encode(ctx context.Context, w http.ResponseWriter, resp any) error {
+	if v, ok := resp.(orderView); ok {
+		if v.status == http.StatusCreated {
+			w.Header().Set("Location", "/v1/orders/"+v.OrderID)
+		}
+		if v.replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+	}
+	return httpx.EncodeJSON(ctx, w, resp)
+}
+
+// --- place ---
+
+type placeOrderBody struct {
+	BuyerID        string            `json:"buyer_id"`
+	Items          []app.ItemRequest `json:"items"`
+	Currency       string            `json:"currency"`
+	PaymentTimeout *string           `json:"payment_timeout"`
+}
+
+func decodePlaceOrder(_ context.Context, r *http.Request) (any, error) {
+	var body placeOrderBody
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	req := app.PlaceOrderRequest{
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		BuyerID:        body.BuyerID,
+		Items:          body.Items,
+		Currency:       body.Currency,
+	}
+	if body.PaymentTimeout != nil {
+		d, err := time.ParseDuration(*body.PaymentTimeout)
+		if err != nil || d <= 0 {
+			return nil, invalid("invalid_payment_timeout", "payment_timeout %q is not a Go duration between %s and %s (\"30m\")",
+				*body.PaymentTimeout, order.MinPaymentTimeout, order.MaxPaymentTimeout)
+		}
+		req.PaymentTimeout = d
+	}
+	return req, nil
+}
+
+func placeOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		o, created, err := svc.PlaceOrder(ctx, request.(app.PlaceOrderRequest))
+		if err != nil {
+			return nil, err
+		}
+		v := viewOrder(o)
+		if created {
+			v.status = http.StatusCreated
+		} else {
+			v.replayed = true
+		}
+		return v, nil
+	}
+}
+
+// --- read ---
+
+func decodeOrderID(_ context.Context, r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 64 {
+		return nil, notFound(id)
+	}
+	return id, nil
+}
+
+func getOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		o, err := svc.Get(ctx, request.(string))
+		if err != nil {
+			return nil, err
+		}
+		return viewOrder(o), nil
+	}
+}
+
+type listRequest struct {
+	buyerID, before string
+	limit           int
+}
+
+func decodeListOrders(_ context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	req := listRequest{buyerID: q.Get("buyer_id"), before: q.Get("before"), limit: 20}
+	if req.buyerID == "" {
+		return nil, httpx.Errorf(http.StatusBadRequest, "invalid_query", "buyer_id is required")
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > app.MaxListLimit {
+			return nil, httpx.Errorf(http.StatusBadRequest, "invalid_query", "limit must be between 1 and %d", app.MaxListLimit)
+		}
+		req.limit = n
+	}
+	return req, nil
+}
+
+type listResponse struct {
+	Orders     []orderView `json:"orders"`
+	NextBefore string      `json:"next_before,omitempty"` // pass as before= for the next page
+}
+
+func listOrders(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(listRequest)
+		orders, err := svc.ListOrders(ctx, req.buyerID, req.before, req.limit)
+		if err != nil {
+			return nil, err
+		}
+		resp := listResponse{Orders: make([]orderView, len(orders))}
+		for i, o := range orders {
+			resp.Orders[i] = viewOrder(o)
+		}
+		if len(orders) == req.limit {
+			resp.NextBefore = orders[len(orders)-1].ID()
+		}
+		return resp, nil
+	}
+}
+
+// --- requests ---
+
+type actionRequest struct {
+	id     string
+	reason string
+}
+
+type actionBody struct {
+	Reason string `json:"reason"`
+}
+
+// decodeOrderAction reads the order id and the optional {"reason": "…"} body.
+func decodeOrderAction(ctx context.Context, r *http.Request) (any, error) {
+	id, err := decodeOrderID(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := httpx.ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var body actionBody
+	if len(raw) > 0 {
+		if err := httpx.UnmarshalStrict(raw, &body); err != nil {
+			return nil, err
+		}
+	}
+	return actionRequest{id: id.(string), reason: body.Reason}, nil
+}
+
+func cancelOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(actionRequest)
+		o, err := svc.CancelOrder(ctx, req.id, req.reason)
+		if err != nil {
+			return nil, err
+		}
+		v := viewOrder(o)
+		if o.Status() != order.Cancelled {
+			v.status = http.StatusAccepted // stock's release completes it
+		}
+		return v, nil
+	}
+}
+
+func refundOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(actionRequest)
+		o, err := svc.RefundOrder(ctx, req.id, req.reason)
+		if err != nil {
+			return nil, err
+		}
+		return viewOrder(o), nil
+	}
+}
+
+func shipOrder(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(actionRequest)
+		if req.reason != "" {
+			return nil, invalid("invalid_reason", "ship takes no reason")
+		}
+		o, err := svc.ShipOrder(ctx, req.id)
+		if err != nil {
+			return nil, err
+		}
+		return viewOrder(o), nil
+	}
+}

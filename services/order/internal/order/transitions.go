@@ -1,0 +1,206 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Requests: what the buyer or an operator asks for. Each returns changed=true when the
+// request is new and its event must be emitted, changed=false (nil error) when the same
+// request was already made, and ErrInvalidTransition when the status does not allow it.
+
+// RequestCancel asks stock to release an unpaid order. Allowed while pending or
+// awaiting_payment; the status stays until stock reports the release (stock.released with
+// reason cancel → cancelled), because a payment may still win the race for the locks. A
+// second request, or one on a cancelled order, changes nothing.
+func (o *Order) RequestCancel(at time.Time, reason string) (changed bool, err error) {
+	if err := checkReason(reason); err != nil {
+		return false, err
+	}
+	switch {
+	case o.status == Cancelled:
+		return false, nil
+	case !o.status.in(Pending, AwaitingPayment):
+		return false, o.refuse("cancel")
+	case !o.cancelRequestedAt.IsZero():
+		return false, nil
+	}
+	o.cancelRequestedAt = at.UTC()
+	o.record(o.status, at, withReason("cancel requested", reason))
+	return true, nil
+}
+
+// RequestRefund moves a paid or shipped order to refund_pending; stock restocks it and
+// payment-adapter pays the money back. On an order already refund_pending or refunded it
+// changes nothing.
+func (o *Order) RequestRefund(at time.Time, reason string) (changed bool, err error) {
+	if err := checkReason(reason); err != nil {
+		return false, err
+	}
+	switch {
+	case o.status.in(RefundPending, Refunded):
+		return false, nil
+	case !o.status.in(Paid, Shipped):
+		return false, o.refuse("refund")
+	}
+	o.record(RefundPending, at, withReason("refund requested", reason))
+	return true, nil
+}
+
+// Ship moves a paid order to shipped. On a shipped order it changes nothing.
+func (o *Order) Ship(at time.Time) (changed bool, err error) {
+	switch {
+	case o.status == Shipped:
+		return false, nil
+	case o.status != Paid:
+		return false, o.refuse("ship")
+	}
+	o.record(Shipped, at, "shipped")
+	return true, nil
+}
+
+// Outcomes: what other services report. Each returns changed=true when it moved the order or
+// added a history entry, changed=false (nil error) when the order already reflects it (a
+// redelivery, or the same fact reported twice), and ErrInvalidTransition when it is stale or
+// contradicts the order (the caller logs and drops it: retrying would never help).
+
+// StockLocked: every line is locked; pending → awaiting_payment.
+func (o *Order) StockLocked(at time.Time) (changed bool, err error) {
+	switch o.status {
+	case Pending:
+		o.record(AwaitingPayment, at, "stock locked")
+		return true, nil
+	case AwaitingPayment:
+		return false, nil
+	}
+	// Typically stale: stock.sold or stock.released overtook it and the order moved on.
+	return false, o.refuse("lock stock of")
+}
+
+// StockLockRejected: stock could not lock the order; pending → rejected.
+func (o *Order) StockLockRejected(at time.Time, reason string) (changed bool, err error) {
+	switch o.status {
+	case Pending:
+		o.record(Rejected, at, withReason("stock lock rejected", reason))
+		return true, nil
+	case Rejected:
+		return false, nil
+	}
+	return false, o.refuse("reject")
+}
+
+// StockSold: the buyer paid and the locks became sold → paid. Allowed from awaiting_payment;
+// from pending (stock.sold overtook stock.locked); and from closed or cancelled, where a late
+// payment took the released stock again (relocked). A rejected order never held locks, so
+// stock cannot sell it; that, and any later status, is refused.
+func (o *Order) StockSold(at time.Time, relocked bool) (changed bool, err error) {
+	switch o.status {
+	case Pending, AwaitingPayment, Closed, Cancelled:
+		reason := "payment received, stock sold"
+		if relocked {
+			reason = "late payment received, stock locked again and sold"
+		}
+		o.record(Paid, at, reason)
+		return true, nil
+	case Paid:
+		return false, nil
+	}
+	return false, o.refuse("sell")
+}
+
+// StockSellFailed: a payment arrived that stock could not fulfil; the money must go back.
+// An order that had not been sold (pending, awaiting_payment, closed, cancelled, rejected)
+// moves to refund_pending. An order that is already paid, shipped or being refunded keeps
+// its status: the failed sale was a second payment of it, which payment-adapter refunds on
+// its own; the order only notes it.
+func (o *Order) StockSellFailed(at time.Time, paymentID, reason string) (changed bool, err error) {
+	what := "payment could not be fulfilled"
+	if paymentID != "" {
+		what = fmt.Sprintf("payment %s could not be fulfilled", paymentID)
+	}
+	switch o.status {
+	case Pending, AwaitingPayment, Closed, Cancelled, Rejected:
+		o.record(RefundPending, at, withReason(what, reason))
+		return true, nil
+	default:
+		// Paid, shipped or refund_pending: an extra payment. Refunded: the refund overtook
+		// this report (see PaymentRefunded).
+		o.record(o.status, at, withReason(what+" (refunded separately)", reason))
+		return true, nil
+	}
+}
+
+// ReleaseReason says why stock released an order's locks.
+type ReleaseReason struct{ name string }
+
+// Release reasons.
+var (
+	ReleaseTimeout = ReleaseReason{"timeout"}
+	ReleaseCancel  = ReleaseReason{"cancel"}
+)
+
+// ErrUnknownReleaseReason is returned by ParseReleaseReason for anything but timeout or cancel.
+var ErrUnknownReleaseReason = errors.New("unknown release reason")
+
+// ParseReleaseReason returns the release reason named s ("timeout", "cancel").
+func ParseReleaseReason(s string) (ReleaseReason, error) {
+	switch s {
+	case ReleaseTimeout.name:
+		return ReleaseTimeout, nil
+	case ReleaseCancel.name:
+		return ReleaseCancel, nil
+	}
+	return ReleaseReason{}, fmt.Errorf("%w %q", ErrUnknownReleaseReason, s)
+}
+
+// StockReleased: the locks went back to stock; pending or awaiting_payment → closed (timeout)
+// or cancelled (cancel). An order already closed or cancelled changes nothing. A release
+// after the order was paid (or rejected) is stale — stock resolves a lock at most once, so
+// the sale won — and is refused.
+func (o *Order) StockReleased(at time.Time, why ReleaseReason) (changed bool, err error) {
+	switch o.status {
+	case Pending, AwaitingPayment:
+		switch why {
+		case ReleaseTimeout:
+			o.record(Closed, at, "payment deadline passed, stock released")
+		case ReleaseCancel:
+			o.record(Cancelled, at, "cancelled, stock released")
+		default:
+			return false, fmt.Errorf("release order %s: %w", o.id, ErrUnknownReleaseReason)
+		}
+		return true, nil
+	case Closed, Cancelled:
+		return false, nil
+	}
+	return false, o.refuse("release")
+}
+
+// PaymentRefunded: a payment of the order went back to the buyer. refund_pending → refunded.
+// It also completes an order that was never sold (closed, cancelled, rejected): the only
+// payment refunded for one is a payment whose sale failed, and payment.refunded (PAYMENT
+// stream) may overtake that stock.sell_failed (STOCK stream) — the later sell failure is then
+// only noted. On an order that is, or may still be, sold (pending, awaiting_payment, paid,
+// shipped) the refund was of an extra payment: noted, status kept, because marking the order
+// refunded would be wrong. On a refunded order it changes nothing.
+func (o *Order) PaymentRefunded(at time.Time, paymentID string) (changed bool, err error) {
+	reason := "payment refunded"
+	if paymentID != "" {
+		reason = fmt.Sprintf("payment %s refunded", paymentID)
+	}
+	switch o.status {
+	case RefundPending, Closed, Cancelled, Rejected:
+		o.record(Refunded, at, reason)
+	case Refunded:
+		return false, nil
+	default:
+		o.record(o.status, at, reason+" (extra payment; the order keeps its status)")
+	}
+	return true, nil
+}
+
+// Note adds a history entry that keeps the status (stock restocked, stock shipped, a
+// payment attempt failed). It is allowed in every status.
+func (o *Order) Note(at time.Time, reason string) {
+	o.record(o.status, at, reason)
+}

@@ -1,0 +1,44 @@
+// Package wire assembles the order service from its parts for pkg/service (and for tests):
+// the HTTP handler and the message consumers on one database pool.
+package wire
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/config"
+	"github.com/stockflow/stockflow/services/order/internal/consumers"
+	"github.com/stockflow/stockflow/services/order/internal/httpapi"
+	orderpg "github.com/stockflow/stockflow/services/order/internal/postgres"
+)
+
+// Schema is the order service's own migrations (pkg/service adds the outbox and inbox).
+var Schema = orderpg.Schema
+
+// Schemas are every migration the order database needs: the order tables, then the shared
+// outbox and inbox tables.
+func Schemas() []postgres.Schema { return orderpg.Schemas() }
+
+// Build returns the order service on pool, a database with Schemas applied: the HTTP handler
+// (the public order API plus GET /healthz, and GET /readyz answering ready()) and the
+// consumers to run with natsx.Consume. It starts nothing. cfg.PaymentTimeout is the payment
+// window of orders that name none.
+func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (http.Handler, []service.Consumer) {
+	svc := app.New(orderpg.New(pool), log, cfg.PaymentTimeout)
+	return httpapi.Handler(svc, log, ready), consumers.All(svc)
+}
+
+// Parts returns the service.Spec Wire function of the order service: Build on the
+// dependencies pkg/service brings up, ready when both the database and NATS answer.
+func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
+	return func(_ context.Context, d service.Deps) (service.Parts, error) {
+		handler, cons := Build(d.Pool, d.Log, cfg, d.Ready)
+		return service.Parts{Handler: handler, Consumers: cons}, nil
+	}
+}
