@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/events"
@@ -36,4 +37,17 @@ func (s *Service) LockForOrder(ctx context.Context, in *Inbound, orderID string,
 		res = postgres.LockResult{OrderID: orderID, Duplicate: true}
 	}
 	return res, err
+}
+
+// RejectInvalid answers an order.created whose lines stock cannot take at all (a malformed SKU,
+// a quantity out of range) with stock.lock_rejected, so the order ends rejected instead of
+// waiting forever. Nothing else changes.
+func (s *Service) RejectInvalid(ctx context.Context, in *Inbound, orderID string, cause error) error {
+	_, err := s.inTx(ctx, in, func(*postgres.Tx) ([]events.Event, error) {
+		return []events.Event{events.StockLockRejected{OrderID: orderID, Reason: postgres.RejectInvalidOrder}}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("reject order %s (%v): %w", orderID, cause, err)
+	}
+	return nil
 }

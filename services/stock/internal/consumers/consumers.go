@@ -64,15 +64,19 @@ func onOrderCreated(svc *app.Service) natsx.Handler {
 		if err != nil {
 			return err
 		}
+		in := inbound(OrderCreated, env)
 		lines := make([]stock.Line, len(ev.Items))
 		for i, it := range ev.Items {
 			n, err := stock.NewQty(it.Qty)
 			if err != nil {
-				return natsx.Permanent(fmt.Errorf("order %s: %w", ev.OrderID, err))
+				return svc.RejectInvalid(ctx, in, ev.OrderID, err)
 			}
 			lines[i] = stock.Line{SKU: it.SKU, Qty: n}
 		}
-		_, err = svc.LockForOrder(ctx, inbound(OrderCreated, env), ev.OrderID, lines, ev.PaymentDeadline, app.Operator)
+		if _, err := stock.NormalizeLines(lines); err != nil {
+			return svc.RejectInvalid(ctx, in, ev.OrderID, err)
+		}
+		_, err = svc.LockForOrder(ctx, in, ev.OrderID, lines, ev.PaymentDeadline, app.Operator)
 		return classify(err)
 	}
 }

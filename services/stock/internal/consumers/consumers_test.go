@@ -111,8 +111,11 @@ func TestOrderFlowThroughTheConsumers(t *testing.T) {
 	r.publish(orderCreated("too-big", "CUP-1", 9))
 	r.publish(orderCreated("unpaid", "CUP-1", 1))
 	r.publish(orderCreated("cancelled", "CUP-1", 1))
+	r.publish(orderCreated("bad-sku", "has space", 1))
+	r.publish(orderCreated("huge", "CUP-1", stock.MaxQty+1))
 	require.Eventually(t, func() bool { return len(r.outcomes(events.SubjectStockLocked)) == 3 }, 10*time.Second, 50*time.Millisecond)
-	require.Eventually(t, func() bool { return len(r.outcomes(events.SubjectStockLockRejected)) == 1 }, 5*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(r.outcomes(events.SubjectStockLockRejected)) == 3 }, 5*time.Second, 50*time.Millisecond,
+		"too-big, bad-sku and huge are rejected: an order stock cannot take still gets an answer")
 
 	r.publish(events.PaymentSucceeded{PaymentID: "pay-1", OrderID: "paid", Provider: "sandbox", ProviderTxnID: "x", Amount: 200, Currency: "CNY"})
 	r.publish(events.TimeoutExpired{OrderID: "unpaid", Deadline: time.Now()})

@@ -191,6 +191,7 @@ type LockResult struct {
 const (
 	RejectInsufficient = "insufficient_stock"
 	RejectUnknownSKU   = "unknown_sku"
+	RejectInvalidOrder = "invalid_order" // lines stock cannot parse (bad SKU, quantity out of range)
 )
 
 // LockOrder locks every line of an order or none. Lines must be normalized (stock.NormalizeLines:
