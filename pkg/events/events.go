@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -105,6 +106,13 @@ func Decode[T interface {
 	}
 	return env, ev, nil
 }
+
+// ValidSKU reports whether s is a SKU id every service accepts: 1-64 characters of
+// A-Z a-z 0-9 . _ : -, starting with a letter or digit. It is part of the contract so that an
+// order the order service accepts is never one stock cannot parse.
+func ValidSKU(s string) bool { return skuPattern.MatchString(s) }
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 
 // Line is one SKU and quantity of an order.
 type Line struct {

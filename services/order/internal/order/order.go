@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/stockflow/stockflow/pkg/events"
 )
 
 // Limits of an order.
@@ -50,10 +52,6 @@ var ErrInvalidTransition = errors.New("invalid transition")
 var (
 	idPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-	// skuPattern is the stock service's SKU syntax: an order with a SKU stock cannot even
-	// parse would be terminated there as poison and stay pending forever, so it is refused
-	// here, at the door, instead.
-	skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 )
 
 // Item is one line of an order: a SKU, its quantity and its unit price.
@@ -67,7 +65,7 @@ type Item struct {
 // [A-Za-z0-9._:-] starting with a letter or digit, ErrInvalidQty unless qty is 1..MaxQty,
 // ErrInvalidPrice when unitPrice is negative.
 func NewItem(sku string, qty, unitPrice int64) (Item, error) {
-	if !skuPattern.MatchString(sku) {
+	if !events.ValidSKU(sku) { // the contract's syntax: refused here, at the door, not in stock
 		return Item{}, fmt.Errorf("%w: %q must be 1-64 characters of A-Z a-z 0-9 . _ : - starting with a letter or digit", ErrInvalidSKU, sku)
 	}
 	q, err := NewQty(qty)

@@ -6,9 +6,10 @@ package stock
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"time"
+
+	"github.com/stockflow/stockflow/pkg/events"
 )
 
 // Domain errors. Transports map them to stable codes in one place.
@@ -29,11 +30,9 @@ var (
 	ErrSelfApproval       = errors.New("an adjustment must be approved by someone other than its requester")
 )
 
-var skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
-
-// ValidSKU returns ErrBadSKU unless s is a well-formed SKU id.
+// ValidSKU returns ErrBadSKU unless s is a well-formed SKU id (the contract's syntax).
 func ValidSKU(s string) error {
-	if !skuPattern.MatchString(s) {
+	if !events.ValidSKU(s) {
 		return fmt.Errorf("%w: %q", ErrBadSKU, s)
 	}
 	return nil
