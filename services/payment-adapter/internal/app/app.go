@@ -1,0 +1,105 @@
+// Package app holds payment-adapter's use cases, one file each. Every use case runs in one
+// transaction through the Store: the payment's change, the outbox rows of the events it emits
+// and — for a consumed message — the inbox row, so a crash at any line loses or duplicates
+// nothing.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
+)
+
+// Inbound identifies the message a use case consumes: the durable consumer and the event id.
+type Inbound struct {
+	Consumer  string
+	MessageID string
+}
+
+// Selector picks the payments an update applies to: one payment by id, or every payment of an
+// order.
+type Selector struct {
+	PaymentID string
+	OrderID   string
+}
+
+// Store keeps order totals and payments. Each method runs in one transaction.
+type Store interface {
+	// RememberOrder claims in in the inbox and stores o, unless a total for o.OrderID is
+	// already stored (order totals never change). duplicate is true when in was processed
+	// before.
+	RememberOrder(ctx context.Context, in Inbound, o payment.OrderTotal) (duplicate bool, err error)
+	// RecordPayment stores the payment decide builds for the stored total of orderID, and the
+	// messages decide returns in the outbox. When a payment with (provider, txnID) exists it
+	// stores nothing and returns that payment with created=false, without calling decide. An
+	// unknown orderID returns an error wrapping payment.ErrOrderUnknown, nothing stored.
+	RecordPayment(ctx context.Context, provider, txnID, orderID string,
+		decide func(payment.OrderTotal) (*payment.Payment, []events.Message, error)) (p *payment.Payment, created bool, err error)
+	// UpdatePayments claims in (when not nil) — a processed message returns duplicate=true
+	// and touches nothing — then locks the payments sel picks (FOR UPDATE, oldest first),
+	// calls fn on each, stores what fn changed and writes the messages fn returns to the
+	// outbox. found is how many payments sel picked. fn's error rolls everything back. A
+	// PaymentID that picks nothing returns an error wrapping payment.ErrNotFound, nothing
+	// stored (not even the claim); an OrderID that picks nothing is found=0, no error.
+	UpdatePayments(ctx context.Context, in *Inbound, sel Selector,
+		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error)) (duplicate bool, found int, err error)
+	// Get returns the payment, or an error wrapping payment.ErrNotFound.
+	Get(ctx context.Context, id string) (*payment.Payment, error)
+	// ListByOrder returns the payments of an order, oldest first (none: empty, no error).
+	ListByOrder(ctx context.Context, orderID string) ([]*payment.Payment, error)
+}
+
+// Service runs payment-adapter's use cases.
+type Service struct {
+	store     Store
+	providers *payment.Registry
+	log       *slog.Logger
+	now       func() time.Time
+	newID     func() string
+}
+
+// Option changes a Service built by New; tests use them to fix the clock.
+type Option func(*Service)
+
+// WithClock makes the service read the time from now.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// New returns a Service on store with the given providers.
+func New(store Store, providers *payment.Registry, log *slog.Logger, opts ...Option) *Service {
+	s := &Service{
+		store:     store,
+		providers: providers,
+		log:       log,
+		// PostgreSQL keeps microseconds: truncating makes what we return equal what we read back.
+		now:   func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+		newID: func() string { return uuid.Must(uuid.NewV7()).String() },
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Get returns the payment with id, or an error wrapping payment.ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (*payment.Payment, error) {
+	p, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get payment %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// ListByOrder returns the payments of orderID, oldest first.
+func (s *Service) ListByOrder(ctx context.Context, orderID string) ([]*payment.Payment, error) {
+	ps, err := s.store.ListByOrder(ctx, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("list payments of order %s: %w", orderID, err)
+	}
+	return ps, nil
+}

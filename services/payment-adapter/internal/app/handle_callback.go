@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
+)
+
+// CallbackResult is what a provider callback did.
+type CallbackResult struct {
+	Payment   *payment.Payment
+	Duplicate bool // the notification was recorded before; nothing changed
+}
+
+// HandleCallback verifies a notification posted by provider and records it: a payment row and
+// payment.succeeded (or payment.failed: declined, or amount or currency not the order's) in
+// one transaction. Errors, nothing stored for any of them:
+//
+//   - payment.ErrUnknownProvider: no such provider;
+//   - payment.ErrInvalidSignature: not provably from the provider;
+//   - payment.ErrMalformedNotification: authentic but not understood;
+//   - payment.ErrOrderUnknown: the order's order.created has not reached us yet.
+//
+// ErrOrderUnknown is deliberately a retryable failure (the HTTP API answers 503), not an
+// acknowledgement: every provider retries a notification that was not acknowledged with a
+// 2xx, by which time order.created has normally arrived, and storing a payment for an order
+// whose total we cannot check would let a wrong amount through as "succeeded". A notification
+// for an order that never existed keeps failing and stays visible at the provider.
+//
+// A notification whose provider transaction id is already recorded is a duplicate: it returns
+// the stored payment with Duplicate set, changes nothing and emits nothing — even when its
+// content differs, which is logged as a warning (a provider never changes a settled
+// transaction; a conflicting repeat is a bug or an attack, for a human to look at).
+func (s *Service) HandleCallback(ctx context.Context, provider string, h http.Header, body []byte) (CallbackResult, error) {
+	p, err := s.providers.Provider(provider)
+	if err != nil {
+		return CallbackResult{}, fmt.Errorf("callback: %w", err)
+	}
+	n, err := p.Verify(h, body)
+	if err != nil {
+		return CallbackResult{}, fmt.Errorf("callback %s: %w", provider, err)
+	}
+	stored, created, err := s.store.RecordPayment(ctx, n.Provider, n.ProviderTxnID, n.OrderID,
+		func(o payment.OrderTotal) (*payment.Payment, []events.Message, error) {
+			pay, err := payment.Record(s.newID(), n, o, s.now())
+			if err != nil {
+				return nil, nil, err
+			}
+			msg, err := s.outcome(pay)
+			if err != nil {
+				return nil, nil, err
+			}
+			return pay, []events.Message{msg}, nil
+		})
+	if err != nil {
+		return CallbackResult{}, fmt.Errorf("callback %s %s for order %s: %w", provider, n.ProviderTxnID, n.OrderID, err)
+	}
+	log := s.log.With("payment_id", stored.ID(), "order_id", stored.OrderID(), "provider", provider, "provider_txn_id", n.ProviderTxnID)
+	switch {
+	case created:
+		log.InfoContext(ctx, "payment recorded", "status", stored.Status().String(), "reason", stored.FailureReason())
+	case !stored.Matches(n):
+		log.WarnContext(ctx, "duplicate notification differs from the recorded payment; kept the recorded one",
+			"recorded_amount", stored.Amount(), "recorded_currency", stored.Currency(), "recorded_status", stored.Status().String(),
+			"amount", n.Amount, "currency", n.Currency, "outcome", n.Outcome.String())
+	default:
+		log.DebugContext(ctx, "duplicate notification acknowledged")
+	}
+	return CallbackResult{Payment: stored, Duplicate: !created}, nil
+}
+
+// outcome is the event announcing a new payment: payment.succeeded or payment.failed.
+func (s *Service) outcome(p *payment.Payment) (events.Message, error) {
+	var ev events.Event = events.PaymentSucceeded{
+		PaymentID: p.ID(), OrderID: p.OrderID(), Provider: p.Provider(), ProviderTxnID: p.ProviderTxnID(),
+		Amount: p.Amount(), Currency: p.Currency(),
+	}
+	if p.Status() == payment.Failed {
+		ev = events.PaymentFailed{PaymentID: p.ID(), OrderID: p.OrderID(), Reason: p.FailureReason()}
+	}
+	// A deterministic id: the same payment's outcome is one event, however often it is written.
+	return events.EncodeWithID(ev.Subject()+":"+p.ID(), ev, s.now())
+}

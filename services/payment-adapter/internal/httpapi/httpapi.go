@@ -1,0 +1,163 @@
+// Package httpapi is payment-adapter's HTTP API (DESIGN §9): the providers' asynchronous
+// payment callbacks and a read API over payments, as go-kit endpoints with one error mapping
+// (errors.go).
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/stockflow/stockflow/pkg/httpx"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
+)
+
+// Handler returns the payment-adapter API:
+//
+//	POST /v1/callbacks/{provider}   a provider's payment notification → 200 (also for a duplicate)
+//	GET  /v1/payments/{id}          one payment
+//	GET  /v1/payments?order_id=     the payments of an order, oldest first
+//	GET  /healthz, GET /readyz      liveness; readiness is ready() == nil
+//
+// Callback errors: 404 unknown_provider, 413 body_too_large, 401 invalid_signature,
+// 400 malformed_notification, 503 order_unknown (the provider retries; see
+// app.Service.HandleCallback). Nothing is stored for any of them.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	opts := httpx.ServerOptions(log, mapError)
+	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(pattern, kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...))
+	}
+	route("POST /v1/callbacks/{provider}", callback(svc), decodeCallback)
+	route("GET /v1/payments/{id}", getPayment(svc), decodePaymentID)
+	route("GET /v1/payments", listPayments(svc), decodeList)
+	httpx.Health(mux, ready)
+	httpx.NotFound(mux)
+	return mux
+}
+
+// --- views ---
+
+type refundView struct {
+	RefundID         string    `json:"refund_id"`
+	ProviderRefundID string    `json:"provider_refund_id"`
+	Reason           string    `json:"reason,omitempty"`
+	RefundedAt       time.Time `json:"refunded_at"`
+}
+
+type paymentView struct {
+	PaymentID     string      `json:"payment_id"`
+	OrderID       string      `json:"order_id"`
+	Provider      string      `json:"provider"`
+	ProviderTxnID string      `json:"provider_txn_id"`
+	Amount        int64       `json:"amount"`
+	Currency      string      `json:"currency"`
+	Status        string      `json:"status"`
+	FailureReason string      `json:"failure_reason,omitempty"`
+	Refund        *refundView `json:"refund,omitempty"`
+	CreatedAt     time.Time   `json:"created_at"`
+	UpdatedAt     time.Time   `json:"updated_at"`
+}
+
+func viewPayment(p *payment.Payment) paymentView {
+	s := p.Snapshot()
+	v := paymentView{
+		PaymentID: s.ID, OrderID: s.OrderID, Provider: s.Provider, ProviderTxnID: s.ProviderTxnID,
+		Amount: s.Amount, Currency: s.Currency, Status: s.Status.String(), FailureReason: s.FailureReason,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+	if r := s.Refund; r != nil {
+		v.Refund = &refundView{RefundID: r.ID, ProviderRefundID: r.ProviderRefundID, Reason: r.Reason, RefundedAt: r.At}
+	}
+	return v
+}
+
+// --- callback ---
+
+type callbackRequest struct {
+	provider string
+	header   http.Header
+	body     []byte
+}
+
+type callbackResponse struct {
+	Received  bool   `json:"received"`
+	Duplicate bool   `json:"duplicate"`
+	PaymentID string `json:"payment_id"`
+	Status    string `json:"status"`
+}
+
+// decodeCallback keeps the raw body: signatures are over its exact bytes.
+func decodeCallback(_ context.Context, r *http.Request) (any, error) {
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return callbackRequest{provider: r.PathValue("provider"), header: r.Header, body: body}, nil
+}
+
+func callback(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(callbackRequest)
+		res, err := svc.HandleCallback(ctx, req.provider, req.header, req.body)
+		if err != nil {
+			return nil, err
+		}
+		return callbackResponse{Received: true, Duplicate: res.Duplicate, PaymentID: res.Payment.ID(), Status: res.Payment.Status().String()}, nil
+	}
+}
+
+// --- read ---
+
+func decodePaymentID(_ context.Context, r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 64 {
+		return nil, httpx.Errorf(http.StatusNotFound, "payment_not_found", "no payment %q", id)
+	}
+	return id, nil
+}
+
+func getPayment(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		p, err := svc.Get(ctx, request.(string))
+		if err != nil {
+			return nil, err
+		}
+		return viewPayment(p), nil
+	}
+}
+
+type listRequest struct{ orderID string }
+
+type listResponse struct {
+	OrderID  string        `json:"order_id"`
+	Payments []paymentView `json:"payments"`
+}
+
+func decodeList(_ context.Context, r *http.Request) (any, error) {
+	id := r.URL.Query().Get("order_id")
+	if id == "" || len(id) > 128 {
+		return nil, httpx.Errorf(http.StatusBadRequest, "missing_order_id", "GET /v1/payments needs ?order_id=<order id>")
+	}
+	return listRequest{orderID: id}, nil
+}
+
+func listPayments(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(listRequest)
+		ps, err := svc.ListByOrder(ctx, req.orderID)
+		if err != nil {
+			return nil, err
+		}
+		out := listResponse{OrderID: req.orderID, Payments: make([]paymentView, len(ps))}
+		for i, p := range ps {
+			out.Payments[i] = viewPayment(p)
+		}
+		return out, nil
+	}
+}

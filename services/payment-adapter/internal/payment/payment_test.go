@@ -1,0 +1,101 @@
+package payment_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
+)
+
+var now = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func note(mod func(*payment.Notification)) payment.Notification {
+	n := payment.Notification{Provider: "sandbox", ProviderTxnID: "txn-1", OrderID: "ord-1", Amount: 9800, Currency: "CNY", Outcome: payment.OutcomeSucceeded}
+	if mod != nil {
+		mod(&n)
+	}
+	return n
+}
+
+func TestRecordDecidesTheOutcomeAgainstTheOrderTotal(t *testing.T) {
+	order := payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}
+	tests := []struct {
+		name       string
+		n          payment.Notification
+		wantStatus payment.Status
+		wantReason string
+	}{
+		{"exact total succeeds", note(nil), payment.Succeeded, ""},
+		{"provider failure is declined", note(func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed }), payment.Failed, payment.ReasonDeclined},
+		{"less than the total fails", note(func(n *payment.Notification) { n.Amount = 9700 }), payment.Failed, payment.ReasonAmountMismatch},
+		{"more than the total fails", note(func(n *payment.Notification) { n.Amount = 9900 }), payment.Failed, payment.ReasonAmountMismatch},
+		{"other currency fails", note(func(n *payment.Notification) { n.Currency = "EUR" }), payment.Failed, payment.ReasonCurrencyMismatch},
+		{"currency is checked before amount", note(func(n *payment.Notification) { n.Currency, n.Amount = "EUR", 1 }), payment.Failed, payment.ReasonCurrencyMismatch},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := payment.Record("pay-1", tc.n, order, now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantStatus, p.Status())
+			assert.Equal(t, tc.wantReason, p.FailureReason())
+			assert.True(t, p.Matches(tc.n), "a notification matches the payment it made")
+		})
+	}
+}
+
+func TestRecordRejectsInvalidNotifications(t *testing.T) {
+	order := payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}
+	for name, n := range map[string]payment.Notification{
+		"zero amount":      note(func(n *payment.Notification) { n.Amount = 0 }),
+		"negative amount":  note(func(n *payment.Notification) { n.Amount = -5 }),
+		"lowercase ccy":    note(func(n *payment.Notification) { n.Currency = "cny" }),
+		"empty txn":        note(func(n *payment.Notification) { n.ProviderTxnID = "" }),
+		"txn with a space": note(func(n *payment.Notification) { n.ProviderTxnID = "a b" }),
+		"no outcome":       note(func(n *payment.Notification) { n.Outcome = payment.Outcome{} }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := payment.Record("pay-1", n, order, now)
+			assert.ErrorIs(t, err, payment.ErrMalformedNotification)
+		})
+	}
+}
+
+func TestDuplicateWithOtherContentDoesNotMatch(t *testing.T) {
+	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	assert.False(t, p.Matches(note(func(n *payment.Notification) { n.Amount = 1 })))
+	assert.False(t, p.Matches(note(func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed })))
+}
+
+func TestRefundOnceThenNoChange(t *testing.T) {
+	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	r := payment.Refund{ID: "refund-pay-1", Reason: "sell_failed", At: now.Add(time.Minute)}
+	changed, err := p.MarkRefunded(r)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, payment.Refunded, p.Status())
+	changed, err = p.MarkRefunded(payment.Refund{ID: "other", At: now.Add(time.Hour)})
+	require.NoError(t, err)
+	assert.False(t, changed, "a refunded payment is not refunded again")
+	assert.Equal(t, "refund-pay-1", p.Refund().ID)
+}
+
+func TestFailedPaymentIsNotRefundable(t *testing.T) {
+	p, err := payment.Record("pay-1", note(func(n *payment.Notification) { n.Amount = 1 }), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	_, err = p.MarkRefunded(payment.Refund{ID: "r", At: now})
+	assert.ErrorIs(t, err, payment.ErrNotRefundable)
+}
+
+func TestRegistry(t *testing.T) {
+	r, err := payment.NewRegistry()
+	require.NoError(t, err)
+	_, err = r.Provider("stripe")
+	assert.ErrorIs(t, err, payment.ErrUnknownProvider)
+	_, err = r.Refunder("stripe")
+	assert.ErrorIs(t, err, payment.ErrUnknownProvider)
+}

@@ -1,0 +1,54 @@
+// Package wire assembles payment-adapter from its parts for whatever runs it (service.Main in
+// cmd/payment-adapter, tests): the HTTP handler and the message consumers on one database
+// pool.
+package wire
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/config"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/consumers"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/httpapi"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
+	paymentpg "github.com/stockflow/stockflow/services/payment-adapter/internal/postgres"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
+)
+
+// Schema is payment-adapter's own migrations; service.Main adds the outbox and inbox ones.
+var Schema = paymentpg.Schema
+
+// Schemas are all the migrations the payment database needs (own, outbox, inbox), for tests.
+func Schemas() []postgres.Schema { return paymentpg.Schemas() }
+
+// Wire is service.Spec.Wire for payment-adapter: Build on the service's dependencies, with
+// /readyz reporting the database and NATS.
+func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
+	return func(_ context.Context, d service.Deps) (service.Parts, error) {
+		return Build(d.Pool, d.Log, cfg, d.Ready)
+	}
+}
+
+// Build returns payment-adapter's parts on pool, a database with Schemas applied: the HTTP
+// handler (callbacks, the payment read API, GET /healthz and GET /readyz, ready when ready
+// returns nil) and the consumers to run with natsx.Consume. payment-adapter needs no
+// JetStream handle (it publishes only through the outbox) and no background loops. Build
+// starts nothing and fails only on a bad cfg.
+func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (service.Parts, error) {
+	sb, err := sandbox.New(cfg.SandboxSecret)
+	if err != nil {
+		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
+	}
+	providers, err := payment.NewRegistry(sb)
+	if err != nil {
+		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
+	}
+	svc := app.New(paymentpg.New(pool), providers, log)
+	return service.Parts{Handler: httpapi.Handler(svc, log, ready), Consumers: consumers.All(svc)}, nil
+}

@@ -1,0 +1,107 @@
+// Package app holds the timeout service's use cases, one file each: schedule an order's
+// payment deadline (stock.locked), expire it when its scheduled message fires or the
+// sweeper finds it overdue, and cancel it when stock resolved the order first (stock.sold,
+// stock.released). Each runs one transaction — inbox claim, the deadline's change, outbox
+// rows — so a crash at any line loses or duplicates nothing. Nothing is published inside a
+// transaction: the schedule itself is an outbox row the relay publishes.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
+)
+
+// Inbound identifies the message a use case consumes: the durable consumer and the event id.
+type Inbound struct {
+	Consumer  string
+	MessageID string
+}
+
+// Store keeps deadlines.
+type Store interface {
+	// Within runs fn in one transaction: it claims in in the inbox first (when not nil; a
+	// message processed before returns duplicate=true without calling fn), then calls fn and
+	// writes the messages fn returns to the outbox, and commits. fn's error rolls everything
+	// back and is returned.
+	Within(ctx context.Context, in *Inbound, fn func(Tx) ([]events.Message, error)) (duplicate bool, err error)
+	// Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
+	Get(ctx context.Context, orderID string) (*deadline.Deadline, error)
+}
+
+// Tx is the Store inside one transaction of Within.
+type Tx interface {
+	// Insert stores d unless its order already has a deadline (inserted=false). A concurrent
+	// insert of the same order is waited for, so exactly one of them inserts.
+	Insert(ctx context.Context, d *deadline.Deadline) (inserted bool, err error)
+	// Lock returns the order's deadline locked FOR UPDATE, or an error wrapping
+	// deadline.ErrNotFound.
+	Lock(ctx context.Context, orderID string) (*deadline.Deadline, error)
+	// LockDue returns up to limit scheduled deadlines due at now (deadline <= now), earliest
+	// first, locked FOR UPDATE SKIP LOCKED: rows another transaction holds are skipped.
+	LockDue(ctx context.Context, now time.Time, limit int) ([]*deadline.Deadline, error)
+	// Save stores d's state and resolution.
+	Save(ctx context.Context, d *deadline.Deadline) error
+}
+
+// CancelSchedule removes an order's pending scheduled message (natsx.CancelSchedule in
+// production). It is best effort: a fire that still arrives finds the deadline resolved.
+type CancelSchedule func(ctx context.Context, orderID string) error
+
+// Service runs the timeout use cases.
+type Service struct {
+	store      Store
+	cancel     CancelSchedule
+	log        *slog.Logger
+	sweepBatch int
+	now        func() time.Time
+}
+
+// Option changes a Service built by New; tests use them to fix the clock.
+type Option func(*Service)
+
+// WithClock makes the service read the time from now.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// New returns a Service on store; cancel removes pending schedules (nil: never), and the
+// sweeper expires up to sweepBatch deadlines per transaction.
+func New(store Store, cancel CancelSchedule, log *slog.Logger, sweepBatch int, opts ...Option) *Service {
+	if cancel == nil {
+		cancel = func(context.Context, string) error { return nil }
+	}
+	if sweepBatch <= 0 {
+		sweepBatch = 500
+	}
+	s := &Service{
+		store:      store,
+		cancel:     cancel,
+		log:        log,
+		sweepBatch: sweepBatch,
+		// PostgreSQL keeps microseconds: truncating makes what we return equal what we read back.
+		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
+func (s *Service) Get(ctx context.Context, orderID string) (*deadline.Deadline, error) {
+	d, err := s.store.Get(ctx, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("get deadline %s: %w", orderID, err)
+	}
+	return d, nil
+}
+
+// expiredEvent is timeout.expired for d. Its id is deterministic, "timeout-expired:<order>",
+// so an expiry written twice (a fire and a sweep racing across a failover, say) is one row
+// in the outbox and one message in JetStream.
+func (s *Service) expiredEvent(d *deadline.Deadline) (events.Message, error) {
+	return events.EncodeWithID("timeout-expired:"+d.OrderID(), events.TimeoutExpired{OrderID: d.OrderID(), Deadline: d.At()}, s.now())
+}

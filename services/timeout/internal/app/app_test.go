@@ -1,0 +1,165 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/natsx"
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/services/timeout/internal/app"
+	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
+	timeoutpg "github.com/stockflow/stockflow/services/timeout/internal/postgres"
+)
+
+type env struct {
+	t         *testing.T
+	pool      *pgxpool.Pool
+	svc       *app.Service
+	mu        sync.Mutex
+	cancelled []string
+}
+
+func setup(t *testing.T, batch int) *env {
+	t.Helper()
+	pool, _ := pgtest.New(t, timeoutpg.Schemas()...)
+	e := &env{t: t, pool: pool}
+	cancel := func(_ context.Context, orderID string) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.cancelled = append(e.cancelled, orderID)
+		return nil
+	}
+	e.svc = app.New(timeoutpg.New(pool), cancel, slog.New(slog.DiscardHandler), batch)
+	return e
+}
+
+func (e *env) lock(orderID string, at time.Time) {
+	e.t.Helper()
+	ev := events.StockLocked{OrderID: orderID, Lines: []events.Line{{SKU: "S", Qty: 1}}, PaymentDeadline: at}
+	require.NoError(e.t, e.svc.ScheduleDeadline(context.Background(), app.Inbound{Consumer: "timeout-stock-locked", MessageID: "locked-" + orderID}, ev))
+}
+
+// outbox counts outbox rows by subject prefix.
+func (e *env) outbox(subject string) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE subject LIKE $1 || '%'`, subject).Scan(&n))
+	return n
+}
+
+func TestScheduleWritesTheScheduleMessageOnce(t *testing.T) {
+	e := setup(t, 10)
+	at := time.Date(2030, 1, 1, 10, 0, 0, 250_000_000, time.UTC)
+	e.lock("ord-1", at)
+	e.lock("ord-1", at) // redelivery: inbox
+	require.NoError(t, e.svc.ScheduleDeadline(context.Background(), app.Inbound{Consumer: "timeout-stock-locked", MessageID: "other"},
+		events.StockLocked{OrderID: "ord-1", Lines: []events.Line{{SKU: "S", Qty: 1}}, PaymentDeadline: at.Add(time.Hour)})) // another event: the PK
+
+	var subject string
+	var headers map[string]string
+	var data []byte
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT subject, headers, data FROM outbox`).Scan(&subject, &headers, &data))
+	assert.Equal(t, natsx.ScheduleSubject("ord-1"), subject)
+	assert.Equal(t, "@at 2030-01-01T10:00:01Z", headers[natsx.HeaderSchedule], "rounded up: never fires early")
+	assert.Equal(t, natsx.FireSubject("ord-1"), headers[natsx.HeaderScheduleTarget])
+	orderID, err := app.DecodeFired(natsx.FireSubject("ord-1"), data)
+	require.NoError(t, err)
+	assert.Equal(t, "ord-1", orderID)
+	_, err = app.DecodeFired(natsx.FireSubject("ord-2"), data)
+	assert.ErrorIs(t, err, events.ErrMalformed, "a body for another order")
+
+	d, err := e.svc.Get(context.Background(), "ord-1")
+	require.NoError(t, err)
+	assert.True(t, d.At().Equal(at), "the first deadline stands")
+}
+
+func TestFireBeforeTheDeadlineIsRetried(t *testing.T) {
+	e := setup(t, 10)
+	e.lock("ord-1", time.Now().Add(time.Hour))
+	err := e.svc.Fire(context.Background(), "ord-1")
+	assert.ErrorIs(t, err, deadline.ErrNotDue)
+	assert.Zero(t, e.outbox(events.SubjectTimeoutExpired))
+}
+
+func TestFireForUnknownOrResolvedDeadlineIsANoOp(t *testing.T) {
+	e := setup(t, 10)
+	require.NoError(t, e.svc.Fire(context.Background(), "ord-unknown"))
+	e.lock("ord-1", time.Now().Add(-time.Second))
+	require.NoError(t, e.svc.Resolve(context.Background(), app.Inbound{Consumer: "c", MessageID: "sold-1"}, "ord-1", deadline.ResolutionSold))
+	require.NoError(t, e.svc.Fire(context.Background(), "ord-1"))
+	assert.Zero(t, e.outbox(events.SubjectTimeoutExpired))
+	assert.Equal(t, []string{"ord-1"}, e.cancelled, "the schedule of a cancelled deadline is removed")
+}
+
+func TestResolveTwiceOrAfterExpiryChangesNothing(t *testing.T) {
+	e := setup(t, 10)
+	ctx := context.Background()
+	e.lock("ord-1", time.Now().Add(-time.Second))
+	require.NoError(t, e.svc.Fire(ctx, "ord-1"))
+	require.NoError(t, e.svc.Resolve(ctx, app.Inbound{Consumer: "c", MessageID: "released-1"}, "ord-1", deadline.ResolutionReleased))
+	d, err := e.svc.Get(ctx, "ord-1")
+	require.NoError(t, err)
+	assert.Equal(t, deadline.Expired, d.State())
+	assert.Empty(t, e.cancelled, "nothing to cancel once expired")
+	assert.Equal(t, 1, e.outbox(events.SubjectTimeoutExpired))
+}
+
+// TestFireAndSweepRaceExpireEachDeadlineOnce: many fires and several sweepers over the same
+// overdue deadlines at once — each deadline expires exactly once, one timeout.expired each.
+func TestFireAndSweepRaceExpireEachDeadlineOnce(t *testing.T) {
+	e := setup(t, 7)
+	const n = 60
+	for i := range n {
+		e.lock(fmt.Sprintf("ord-%02d", i), time.Now().Add(-time.Duration(i)*time.Millisecond))
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	swept := make(chan int, 4)
+	for range 4 {
+		wg.Go(func() {
+			k, err := e.svc.Sweep(ctx)
+			assert.NoError(t, err)
+			swept <- k
+		})
+	}
+	for i := range n {
+		wg.Go(func() { assert.NoError(t, e.svc.Fire(ctx, fmt.Sprintf("ord-%02d", i))) })
+	}
+	wg.Wait()
+	close(swept)
+	total := 0
+	for k := range swept {
+		total += k
+	}
+	assert.LessOrEqual(t, total, n)
+	assert.Equal(t, n, e.outbox(events.SubjectTimeoutExpired), "one timeout.expired per deadline")
+	var scheduled int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM deadlines WHERE state <> 'expired'`).Scan(&scheduled))
+	assert.Zero(t, scheduled)
+}
+
+func TestSweepTakesOnlyDueDeadlinesInBatches(t *testing.T) {
+	e := setup(t, 3)
+	for i := range 10 {
+		e.lock(fmt.Sprintf("due-%d", i), time.Now().Add(-time.Minute))
+	}
+	e.lock("later", time.Now().Add(time.Hour))
+	n, err := e.svc.Sweep(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 10, n)
+	n, err = e.svc.Sweep(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	d, err := e.svc.Get(context.Background(), "later")
+	require.NoError(t, err)
+	assert.Equal(t, deadline.Scheduled, d.State())
+}

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/natsx"
+	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
+)
+
+// ScheduleType is the envelope type of a deadline's scheduled message. It is private to the
+// timeout service (it schedules and consumes it), so it is not in pkg/events.
+const ScheduleType = "timeout.schedule"
+
+// Scheduled is the data of a deadline's scheduled message; the message that fires carries
+// the same body.
+type Scheduled struct {
+	OrderID  string    `json:"order_id"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// Subject implements events.Event. It is the envelope type; the message itself goes to the
+// order's own schedule subject (natsx.ScheduleSubject).
+func (Scheduled) Subject() string { return ScheduleType }
+
+// ScheduleDeadline stores the order's payment deadline — stock.locked — and, in the same
+// transaction, the outbox row that makes JetStream fire timeout.fire.<order> at the deadline
+// (rounded up to the second). An order already known — a duplicate stock.locked, or one whose
+// stock.sold or stock.released overtook its lock (its row is cancelled) — schedules nothing.
+func (s *Service) ScheduleDeadline(ctx context.Context, in Inbound, ev events.StockLocked) error {
+	d, err := deadline.Schedule(ev.OrderID, ev.PaymentDeadline, s.now())
+	if err != nil {
+		return fmt.Errorf("schedule deadline: %w", err)
+	}
+	var existing *deadline.Deadline
+	dup, err := s.store.Within(ctx, &in, func(tx Tx) ([]events.Message, error) {
+		inserted, err := tx.Insert(ctx, d)
+		if err != nil || !inserted {
+			if err == nil {
+				existing, err = tx.Lock(ctx, d.OrderID())
+			}
+			return nil, err
+		}
+		msg, err := s.scheduleMessage(d)
+		if err != nil {
+			return nil, err
+		}
+		return []events.Message{msg}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("schedule deadline %s: %w", ev.OrderID, err)
+	}
+	switch {
+	case dup:
+		s.log.DebugContext(ctx, "stock.locked already processed", "order_id", ev.OrderID, "message_id", in.MessageID)
+	case existing != nil:
+		s.log.InfoContext(ctx, "deadline already known; nothing scheduled", "order_id", ev.OrderID, "state", existing.State().String())
+	default:
+		s.log.DebugContext(ctx, "deadline scheduled", "order_id", ev.OrderID, "deadline", d.At(), "fires_at", d.ScheduleAt())
+	}
+	return nil
+}
+
+// scheduleMessage is the outbox message that schedules d. Its id is deterministic too: one
+// schedule per order, however often it is written.
+func (s *Service) scheduleMessage(d *deadline.Deadline) (events.Message, error) {
+	msg, err := events.EncodeWithID("timeout-schedule:"+d.OrderID(), Scheduled{OrderID: d.OrderID(), Deadline: d.At()}, s.now())
+	if err != nil {
+		return events.Message{}, err
+	}
+	msg.Subject = natsx.ScheduleSubject(d.OrderID())
+	if msg.Headers, err = natsx.ScheduleHeaders(d.OrderID(), d.ScheduleAt()); err != nil {
+		return events.Message{}, err
+	}
+	return msg, nil
+}
+
+// DecodeFired reads the order id of a fired schedule message on subject: the body must be a
+// Scheduled envelope for the order the subject names. Errors wrap events.ErrMalformed.
+func DecodeFired(subject string, body []byte) (orderID string, err error) {
+	orderID, ok := strings.CutPrefix(subject, natsx.SubjectFirePrefix)
+	if !ok || orderID == "" {
+		return "", fmt.Errorf("%w: fire subject %q", events.ErrMalformed, subject)
+	}
+	env, err := events.Open(body)
+	if err != nil {
+		return "", err
+	}
+	if env.Type != ScheduleType {
+		return "", fmt.Errorf("%w: type %q on %s, want %s", events.ErrMalformed, env.Type, subject, ScheduleType)
+	}
+	var sc Scheduled
+	if err := json.Unmarshal(env.Data, &sc); err != nil {
+		return "", fmt.Errorf("%w: %s data: %v", events.ErrMalformed, ScheduleType, err)
+	}
+	if sc.OrderID != orderID {
+		return "", fmt.Errorf("%w: schedule of order %q fired on %s", events.ErrMalformed, sc.OrderID, subject)
+	}
+	return orderID, nil
+}

@@ -1,0 +1,185 @@
+// Package postgres stores the timeout service's deadlines in PostgreSQL, with the migrations
+// that create them, and runs each use case in one transaction together with its outbox and
+// inbox rows.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/services/timeout/internal/app"
+	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema is the timeout service's own migrations.
+var Schema = postgres.Schema{Name: "timeout", FS: mustSub(migrations, "migrations")}
+
+// Schemas are every schema the timeout database needs, in the order to apply them.
+func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
+
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err) // the embedded directory is fixed at compile time
+	}
+	return sub
+}
+
+// Store is the app.Store on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ app.Store = (*Store)(nil)
+
+// New returns a Store on pool, whose database has Schemas applied.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Within implements app.Store.
+func (s *Store) Within(ctx context.Context, in *app.Inbound, fn func(app.Tx) ([]events.Message, error)) (duplicate bool, err error) {
+	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if in != nil {
+			fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				duplicate = true
+				return nil
+			}
+		}
+		msgs, err := fn(txStore{tx})
+		if err != nil {
+			return err
+		}
+		return outbox.Write(ctx, tx, msgs...)
+	})
+	if err != nil {
+		return false, fmt.Errorf("deadline tx: %w", err)
+	}
+	return duplicate, nil
+}
+
+// Get implements app.Store.
+func (s *Store) Get(ctx context.Context, orderID string) (*deadline.Deadline, error) {
+	ds, err := query(ctx, s.pool, selectDeadlines+` WHERE order_id = $1`, orderID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: %s", deadline.ErrNotFound, orderID)
+	}
+	return ds[0], nil
+}
+
+// txStore is app.Tx in one pgx transaction.
+type txStore struct{ tx pgx.Tx }
+
+// Insert implements app.Tx. ON CONFLICT DO NOTHING waits for a concurrent transaction
+// inserting the same order and then inserts nothing if that one committed.
+func (t txStore) Insert(ctx context.Context, d *deadline.Deadline) (bool, error) {
+	s := d.Snapshot()
+	tag, err := t.tx.Exec(ctx, `
+		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (order_id) DO NOTHING`,
+		s.OrderID, nullTime(s.At), s.State.String(), nullString(s.Resolution), s.CreatedAt, s.UpdatedAt)
+	if err != nil {
+		return false, fmt.Errorf("insert deadline %s: %w", s.OrderID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Lock implements app.Tx.
+func (t txStore) Lock(ctx context.Context, orderID string) (*deadline.Deadline, error) {
+	ds, err := query(ctx, t.tx, selectDeadlines+` WHERE order_id = $1 FOR UPDATE`, orderID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: %s", deadline.ErrNotFound, orderID)
+	}
+	return ds[0], nil
+}
+
+// LockDue implements app.Tx. SKIP LOCKED lets sweepers of several replicas, and fire
+// handlers holding a row, work side by side without waiting on each other.
+func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]*deadline.Deadline, error) {
+	return query(ctx, t.tx, selectDeadlines+`
+		WHERE state = 'scheduled' AND deadline <= $1
+		ORDER BY deadline, order_id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`, now, limit)
+}
+
+// Save implements app.Tx.
+func (t txStore) Save(ctx context.Context, d *deadline.Deadline) error {
+	s := d.Snapshot()
+	_, err := t.tx.Exec(ctx, `UPDATE deadlines SET state = $2, resolution = $3, updated_at = $4 WHERE order_id = $1`,
+		s.OrderID, s.State.String(), nullString(s.Resolution), s.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("save deadline %s: %w", s.OrderID, err)
+	}
+	return nil
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+const selectDeadlines = `SELECT order_id, deadline, state, coalesce(resolution, ''), created_at, updated_at FROM deadlines`
+
+func query(ctx context.Context, q querier, sql string, args ...any) ([]*deadline.Deadline, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query deadlines: %w", err)
+	}
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*deadline.Deadline, error) {
+		var s deadline.Snapshot
+		var at *time.Time
+		var state string
+		if err := r.Scan(&s.OrderID, &at, &state, &s.Resolution, &s.CreatedAt, &s.UpdatedAt); err != nil {
+			return nil, err
+		}
+		st, err := deadline.ParseState(state)
+		if err != nil {
+			return nil, err
+		}
+		s.State = st
+		if at != nil {
+			s.At = at.UTC()
+		}
+		s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+		return deadline.Restore(s), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read deadlines: %w", err)
+	}
+	return ds, nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
