@@ -1,7 +1,8 @@
 # The few targets a newcomer needs. Everything else is a Go command.
 .PHONY: demo up down status test
 
-demo: up ## bring everything up (fresh machine included)
+demo: ## bring everything up (fresh machine included), then run a flash sale you can watch
+	@go run ./tools/cmd/stockflow demo
 
 up:
 	@go run ./tools/cmd/stockflow up

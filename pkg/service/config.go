@@ -31,6 +31,9 @@ type Base struct {
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"INFO"`
 	// ShutdownTimeout bounds the graceful drain at exit.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	// ConsumerAckWait is how long a delivery may stay unacknowledged before JetStream
+	// redelivers it (the handler's process died or hung); consumers that set none use it.
+	ConsumerAckWait time.Duration `env:"CONSUMER_ACK_WAIT" envDefault:"30s"`
 	// RelayBatch is how many outbox rows the relay publishes per round trip.
 	RelayBatch int `env:"OUTBOX_RELAY_BATCH" envDefault:"256"`
 }
@@ -49,6 +52,9 @@ func (b Base) Validate() error {
 	}
 	if b.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
+	}
+	if b.ConsumerAckWait < time.Second {
+		errs = append(errs, errors.New("CONSUMER_ACK_WAIT must be at least 1s"))
 	}
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))

@@ -178,6 +178,9 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 	}
 	var stops []func()
 	for _, c := range parts.Consumers {
+		if c.Spec.AckWait == 0 {
+			c.Spec.AckWait = spec.Base.ConsumerAckWait
+		}
 		stop, err := natsx.Consume(bg, js, c.Spec, c.Handle, log)
 		if err != nil {
 			for _, s := range stops {

@@ -55,6 +55,7 @@ func run(m *testing.M) int {
 		Env: []string{
 			"PAYMENT_SANDBOX_SECRET=" + sandboxSecret,
 			"TIMEOUT_SWEEP_INTERVAL=500ms",
+			"CONSUMER_ACK_WAIT=3s", // a SIGKILLed consumer's deliveries come back in 3 s, not 30
 			"LOG_LEVEL=DEBUG",
 		},
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "e2e: "+f+"\n", a...) },

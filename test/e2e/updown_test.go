@@ -33,6 +33,7 @@ func TestUpThenDownLeavesNothingBehind(t *testing.T) {
 		Ports:    map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
 		DBPrefix: "updown_",
 		Env:      []string{"PAYMENT_SANDBOX_SECRET=x"},
+		Log:      t.Logf,
 	}
 	up, err := launcher.Up(context.Background(), opts)
 	if up != nil {

@@ -154,6 +154,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := portFree(addr, 5*time.Second); err != nil { // a killed process may hold it a moment
+		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
+	}
 	logf, err := os.OpenFile(s.opts.path("logs", svc+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -171,6 +174,20 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	s.procs[svc] = cmd
 	s.URLs[svc] = "http://" + addr
 	return os.WriteFile(s.opts.path("pids", svc+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+func portFree(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			return l.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // WaitReady waits until a service's /readyz answers 200.
@@ -213,10 +230,18 @@ func (s *System) Kill(svc string) error {
 func Down(o Options) error {
 	o.defaults()
 	var errs []error
-	files, _ := filepath.Glob(o.path("pids", "*.pid"))
+	// Services first, so they drain against a live NATS and database; then nats-server.
+	var files []string
+	for _, svc := range append(append([]string{}, Services...), "nats") {
+		files = append(files, o.path("pids", svc+".pid"))
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))

@@ -4,6 +4,8 @@
 //	stockflow down     stop exactly what up started
 //	stockflow status   what runs
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
+//	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
+//	stockflow demo [flags]       up, then how to try it by hand, then a flash sale with its report
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
 // throwaway cluster and the pinned nats-server run under the git-ignored .run/ folder on ports
@@ -13,6 +15,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +31,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "stockflow:", err)
 		os.Exit(1)
 	}
@@ -36,7 +41,11 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg")
+		return errors.New("usage: stockflow up|down|status|pg|flashsale|demo")
+	}
+	if args[0] == "flashsale" {
+		// Needs no repository: it drives any deployment through its public APIs.
+		return flashSale(ctx, args[1:], getenv, stdout, stderr)
 	}
 	root, err := repoRoot()
 	if err != nil {
@@ -72,8 +81,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	case "status":
 		return launcher.Status(o, stdout)
+	case "demo":
+		return demo(ctx, o, args[1:], getenv, stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, flashsale, demo)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/stockflow/stockflow/tools/flashsale"
+	"github.com/stockflow/stockflow/tools/launcher"
+)
+
+// flashSaleFlags parses the flash-sale flags over the defaults; the sandbox secret defaults to
+// PAYMENT_SANDBOX_SECRET, as the services read it.
+func flashSaleFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (flashsale.Config, error) {
+	cfg := flashsale.Default()
+	cfg.SandboxSecret = flashsale.EnvSecret(getenv)
+	fs := flag.NewFlagSet("stockflow "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err // flag.ErrHelp after -h: main prints nothing more
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
+	}
+	return cfg, nil
+}
+
+func flashSale(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := flashSaleFlags("flashsale", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return runSale(ctx, cfg, stdout, stderr)
+}
+
+// runSale runs the sale with its progress on stderr and prints the report to stdout; a failed
+// check is an error, so the command exits 1.
+func runSale(ctx context.Context, cfg flashsale.Config, stdout, stderr io.Writer) error {
+	rep, err := flashsale.Run(ctx, cfg, stderr)
+	if rep != nil {
+		fmt.Fprintln(stdout)
+		if werr := rep.WriteText(stdout); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+// demoSKU is the SKU the demo's by-hand lines order from.
+const demoSKU = "DEMO-CUP"
+
+// demo is `stockflow up`, then three lines to try by hand, then a flash sale with defaults. The
+// system stays up afterwards (`stockflow down` stops it).
+func demo(ctx context.Context, o launcher.Options, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := flashSaleFlags("demo", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	sys, err := launcher.Up(ctx, o)
+	if err != nil {
+		return err
+	}
+	printUp(stdout, sys)
+	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
+	if err := ensureDemoSKU(ctx, cfg.StockURL); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, tryByHand(sys.URLs, cfg.SandboxSecret))
+	return runSale(ctx, cfg, stdout, stderr)
+}
+
+// tryByHand is three copy-pasteable shell lines: place an order, pay it through the sandbox
+// provider's signed callback, read the SKU.
+func tryByHand(urls map[string]string, secret string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nTry it by hand (%s has 100 units):\n\n", demoSKU)
+	fmt.Fprintf(&b, "  # 1. place an order (2 x 49.00 CNY); the order id goes into $ORDER\n")
+	fmt.Fprintf(&b, "  ORDER=$(curl -s -XPOST %s/v1/orders -H \"Idempotency-Key: demo-$(date +%%s%%N)\" -d '{\"buyer_id\":\"you\",\"items\":[{\"sku\":\"%s\",\"qty\":2,\"unit_price\":4900}],\"currency\":\"CNY\",\"payment_timeout\":\"10m\"}' | sed -E 's/.*\"order_id\":\"([^\"]+)\".*/\\1/'); echo $ORDER\n\n",
+		urls["order"], demoSKU)
+	fmt.Fprintf(&b, "  # 2. pay it: the sandbox provider signs the raw body with HMAC-SHA256 (openssl computes the signature)\n")
+	fmt.Fprintf(&b, "  BODY='{\"provider_txn_id\":\"txn-'$ORDER'\",\"order_id\":\"'$ORDER'\",\"amount\":9800,\"currency\":\"CNY\",\"status\":\"succeeded\"}'; curl -s -XPOST %s/v1/callbacks/sandbox -H \"X-Sandbox-Signature: $(printf %%s \"$BODY\" | openssl dgst -sha256 -hmac '%s' | sed 's/^.* //')\" -d \"$BODY\"\n\n",
+		urls["payment-adapter"], secret)
+	fmt.Fprintf(&b, "  # 3. read the SKU (2 sold) and the order (paid)\n")
+	fmt.Fprintf(&b, "  curl -s %s/v1/skus/%s; curl -s %s/v1/orders/$ORDER\n\n", urls["stock"], demoSKU, urls["order"])
+	fmt.Fprintf(&b, "Now a flash sale (stockflow flashsale -h for its knobs; stockflow down stops everything):\n")
+	return b.String()
+}
+
+// ensureDemoSKU creates the by-hand SKU; one left by an earlier demo is fine.
+func ensureDemoSKU(ctx context.Context, stockURL string) error {
+	body := strings.NewReader(`{"sku":"` + demoSKU + `","on_hand":100}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, stockURL+"/v1/skus", body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", demoSKU, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("create %s: HTTP %d %s", demoSKU, resp.StatusCode, raw)
+	}
+	return nil
+}

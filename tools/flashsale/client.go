@@ -1,0 +1,258 @@
+package flashsale
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// apiError is a non-2xx answer of a stockflow API, with the body's stable error code.
+type apiError struct {
+	Op     string
+	Status int
+	Code   string
+	Body   string
+}
+
+func (e *apiError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%s: HTTP %d %s", e.Op, e.Status, e.Code)
+	}
+	return fmt.Sprintf("%s: HTTP %d %s", e.Op, e.Status, e.Body)
+}
+
+// transient reports whether err is worth retrying with the same request: a transport error,
+// a 5xx, or 429. Order creation is safe to retry because the Idempotency-Key names it.
+func transient(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
+	}
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// client speaks the public HTTP APIs of order, stock and payment-adapter. Nothing else: the
+// simulator works against any deployment by URL.
+type client struct {
+	http                       *http.Client
+	orderURL, stockURL, payURL string
+	secret                     []byte
+}
+
+func newClient(cfg Config) *client {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		// Enough idle connections per host for every worker, so a busy run reuses connections
+		// instead of leaving thousands in TIME_WAIT.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 4 * (cfg.Concurrency + 8)
+		tr.MaxIdleConnsPerHost = cfg.Concurrency + 8
+		hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	}
+	return &client{http: hc, orderURL: cfg.OrderURL, stockURL: cfg.StockURL, payURL: cfg.PaymentURL, secret: []byte(cfg.SandboxSecret)}
+}
+
+// do sends body (nil, raw []byte, or a value to marshal) and decodes a 2xx answer into out.
+func (c *client) do(ctx context.Context, op, method, u string, body any, headers map[string]string, out any) (int, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%s: read body: %w", op, err)
+	}
+	if resp.StatusCode >= 300 {
+		ae := &apiError{Op: op, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw))}
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil {
+			ae.Code = e.Error.Code
+		}
+		return resp.StatusCode, ae
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s: decode %q: %w", op, truncate(raw, 200), err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// SKUFigures are a SKU's quantities as GET /v1/skus/{sku} reports them.
+type SKUFigures struct {
+	SKU       string `json:"sku"`
+	OnHand    int64  `json:"on_hand"`
+	Available int64  `json:"available"`
+	Locked    int64  `json:"locked"`
+	Sold      int64  `json:"sold"`
+	Incoming  int64  `json:"incoming"`
+}
+
+func (c *client) createSKU(ctx context.Context, sku string, onHand int64) error {
+	_, err := c.do(ctx, "create sku "+sku, http.MethodPost, c.stockURL+"/v1/skus", map[string]any{"sku": sku, "on_hand": onHand}, nil, nil)
+	return err
+}
+
+func (c *client) sku(ctx context.Context, sku string) (SKUFigures, error) {
+	var f SKUFigures
+	_, err := c.do(ctx, "get sku "+sku, http.MethodGet, c.stockURL+"/v1/skus/"+url.PathEscape(sku), nil, nil, &f)
+	return f, err
+}
+
+// ledgerEntry is one ledger row, with only the fields the report needs.
+type ledgerEntry struct {
+	ID         int64   `json:"id"`
+	ChangeType string  `json:"change_type"`
+	Qty        int64   `json:"qty"`
+	OrderID    string  `json:"order_id"`
+	Before     figures `json:"before"`
+	After      figures `json:"after"`
+}
+
+type figures struct {
+	OnHand    int64 `json:"on_hand"`
+	Available int64 `json:"available"`
+	Locked    int64 `json:"locked"`
+	Sold      int64 `json:"sold"`
+	Incoming  int64 `json:"incoming"`
+}
+
+// ledger pages through the SKU's whole ledger, oldest first.
+func (c *client) ledger(ctx context.Context, sku string) ([]ledgerEntry, error) {
+	var all []ledgerEntry
+	after := int64(0)
+	for {
+		var page struct {
+			Entries   []ledgerEntry `json:"entries"`
+			NextAfter int64         `json:"next_after"`
+		}
+		u := fmt.Sprintf("%s/v1/skus/%s/ledger?after=%d&limit=1000", c.stockURL, url.PathEscape(sku), after)
+		if _, err := c.do(ctx, "read ledger", http.MethodGet, u, nil, nil, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page.Entries...)
+		if page.NextAfter == 0 || len(page.Entries) == 0 {
+			return all, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+type verifyReport struct {
+	Consistent  bool             `json:"consistent"`
+	Differences []map[string]any `json:"differences"`
+}
+
+func (c *client) verify(ctx context.Context) (verifyReport, error) {
+	var v verifyReport
+	_, err := c.do(ctx, "verify", http.MethodPost, c.stockURL+"/v1/admin/verify", nil, nil, &v)
+	return v, err
+}
+
+type overdue struct {
+	Count  int      `json:"count"`
+	Orders []string `json:"orders"`
+}
+
+func (c *client) overdueLocks(ctx context.Context, grace time.Duration) (overdue, error) {
+	var o overdue
+	_, err := c.do(ctx, "overdue locks", http.MethodGet, c.stockURL+"/v1/admin/overdue-locks?grace="+grace.String(), nil, nil, &o)
+	return o, err
+}
+
+type orderItem struct {
+	SKU       string `json:"sku"`
+	Qty       int64  `json:"qty"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+// orderView is GET /v1/orders/{id}, with only the fields the simulator reads.
+type orderView struct {
+	OrderID   string    `json:"order_id"`
+	Status    string    `json:"status"`
+	Total     int64     `json:"total"`
+	ExpiresAt time.Time `json:"expires_at"`
+	History   []struct {
+		Status string    `json:"status"`
+		At     time.Time `json:"at"`
+	} `json:"history"`
+}
+
+func (c *client) placeOrder(ctx context.Context, key, buyer string, items []orderItem, timeout time.Duration) (orderView, error) {
+	var o orderView
+	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout.String()}
+	_, err := c.do(ctx, "place order", http.MethodPost, c.orderURL+"/v1/orders", body, map[string]string{"Idempotency-Key": key}, &o)
+	return o, err
+}
+
+func (c *client) order(ctx context.Context, id string) (orderView, error) {
+	var o orderView
+	_, err := c.do(ctx, "get order "+id, http.MethodGet, c.orderURL+"/v1/orders/"+url.PathEscape(id), nil, nil, &o)
+	return o, err
+}
+
+func (c *client) cancel(ctx context.Context, id string) error {
+	_, err := c.do(ctx, "cancel order "+id, http.MethodPost, c.orderURL+"/v1/orders/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
+	return err
+}
+
+// pay posts a signed sandbox provider callback for the order, as a payment provider would.
+func (c *client) pay(ctx context.Context, orderID, txn string, amount int64) error {
+	raw, err := json.Marshal(map[string]any{"provider_txn_id": txn, "order_id": orderID, "amount": amount, "currency": "CNY", "status": "succeeded"})
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, "pay order "+orderID, http.MethodPost, c.payURL+"/v1/callbacks/sandbox", raw,
+		map[string]string{"X-Sandbox-Signature": Sign(raw, c.secret)}, nil)
+	return err
+}
+
+// Sign is the sandbox provider's signature of a callback body: hex(HMAC-SHA256(body, secret)).
+func Sign(body, secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
