@@ -91,6 +91,10 @@ type ConsumerSpec struct {
 	MaxDeliver     int
 	AckWait        time.Duration
 	MaxAckPending  int
+	// Workers is how many handlers run at once (default 1: in stream order). More workers
+	// trade that order for throughput; handlers must then tolerate events of one entity
+	// arriving out of order, as stockflow's do (row locks serialise them, the domain decides).
+	Workers int
 }
 
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
@@ -102,6 +106,9 @@ func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	}
 	if s.MaxAckPending == 0 {
 		s.MaxAckPending = DefaultMaxAckPending
+	}
+	if s.Workers < 1 {
+		s.Workers = 1
 	}
 	return s
 }
@@ -134,7 +141,7 @@ const (
 )
 
 // Consume creates or updates the durable pull consumer spec (explicit ack, deliver all) and
-// runs h on its messages one at a time until ctx is done or stop is called. For each message
+// runs h on its messages (spec.Workers at a time, default one) until ctx is done or stop is called. For each message
 // it continues the producer's trace from the message headers in a consumer span, calls h and
 // acknowledges as the package documentation describes; a failed Ack, Nak, Term or dead-letter
 // publish is logged with the message's stream sequence and never silently dropped (JetStream
@@ -183,12 +190,24 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		terminated: terminated,
 	}
 	prefetch := min(spec.MaxAckPending, 64)
-	cc, err := cons.Consume(c.handle,
+	// The client calls back from one goroutine; workers take deliveries from it. The send
+	// blocks while every worker is busy, which holds back the prefetch: backpressure.
+	deliveries := make(chan jetstream.Msg)
+	var workers sync.WaitGroup
+	for range spec.Workers {
+		workers.Go(func() {
+			for m := range deliveries {
+				c.handle(m)
+			}
+		})
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { deliveries <- m },
 		jetstream.PullMaxMessages(prefetch),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Warn("consume error", "err", err)
 		}))
 	if err != nil {
+		close(deliveries)
 		return nil, fmt.Errorf("consume %s/%s: start: %w", spec.Stream, spec.Durable, err)
 	}
 
@@ -201,6 +220,8 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 			c.gate.close() // waits for the running handler; later deliveries are handed back
 			select {
 			case <-cc.Closed():
+				close(deliveries) // no callback can run any more
+				workers.Wait()
 			case <-time.After(5 * time.Second):
 				log.Warn("consumer did not close within 5s after drain")
 			}

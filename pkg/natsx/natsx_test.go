@@ -344,3 +344,38 @@ func TestHungLastDeliveryReachesDeadLetterViaAdvisory(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond, "no max-deliveries advisory in DEADLETTER")
 }
+
+func TestWorkersHandleMessagesConcurrentlyEachOnce(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	const workers, msgs = 4, 40
+	var inFlight, peak, handled atomic.Int32
+	seen := sync.Map{}
+	release := make(chan struct{})
+	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "workers", Workers: workers},
+		func(_ context.Context, m jetstream.Msg) error {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			if n == workers {
+				close(release) // all workers are busy at once: let everyone go
+			}
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			if _, dup := seen.LoadOrStore(string(m.Data()), true); !dup {
+				handled.Add(1)
+			}
+			return nil
+		}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer stop()
+	for i := range msgs {
+		_, err := js.Publish(ctx, "order.created", fmt.Appendf(nil, "m%d", i))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return handled.Load() == msgs }, 15*time.Second, 20*time.Millisecond)
+	assert.Equal(t, int32(workers), peak.Load(), "exactly Workers handlers ran at once")
+}

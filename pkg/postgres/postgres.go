@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,12 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (4 on this machine's 2 cores) starves a service whose consumers run
+		// several handlers at once; 12 per service keeps four services well under
+		// PostgreSQL's default max_connections of 100.
+		cfg.MaxConns = 12
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -34,6 +34,9 @@ type Base struct {
 	// ConsumerAckWait is how long a delivery may stay unacknowledged before JetStream
 	// redelivers it (the handler's process died or hung); consumers that set none use it.
 	ConsumerAckWait time.Duration `env:"CONSUMER_ACK_WAIT" envDefault:"30s"`
+	// ConsumerWorkers is how many messages each consumer handles at once (consumers that set
+	// none); every handler is an idempotent transaction that tolerates reordering.
+	ConsumerWorkers int `env:"CONSUMER_WORKERS" envDefault:"8"`
 	// RelayBatch is how many outbox rows the relay publishes per round trip.
 	RelayBatch int `env:"OUTBOX_RELAY_BATCH" envDefault:"256"`
 }
@@ -55,6 +58,9 @@ func (b Base) Validate() error {
 	}
 	if b.ConsumerAckWait < time.Second {
 		errs = append(errs, errors.New("CONSUMER_ACK_WAIT must be at least 1s"))
+	}
+	if b.ConsumerWorkers < 1 || b.ConsumerWorkers > 256 {
+		errs = append(errs, errors.New("CONSUMER_WORKERS must be between 1 and 256"))
 	}
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))

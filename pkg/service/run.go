@@ -181,6 +181,9 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		if c.Spec.AckWait == 0 {
 			c.Spec.AckWait = spec.Base.ConsumerAckWait
 		}
+		if c.Spec.Workers == 0 {
+			c.Spec.Workers = spec.Base.ConsumerWorkers
+		}
 		stop, err := natsx.Consume(bg, js, c.Spec, c.Handle, log)
 		if err != nil {
 			for _, s := range stops {
