@@ -65,11 +65,11 @@ type Config struct {
 // Default returns the demo's configuration: the article's promotion, scaled in time.
 func Default() Config {
 	return Config{
-		OrderURL:       "http://127.0.0.1:8081",
-		StockURL:       "http://127.0.0.1:8082",
-		PaymentURL:     "http://127.0.0.1:8083",
-		SandboxSecret:  "sandbox-secret",
-		Units:          5000,
+		OrderURL:      "http://127.0.0.1:8081",
+		StockURL:      "http://127.0.0.1:8082",
+		PaymentURL:    "http://127.0.0.1:8083",
+		SandboxSecret: "sandbox-secret",
+		Units:         5000,
 		// The article's first wave: 4,250 of 5,000 units locked. Arrivals are spread over
 		// 105 s because this 2-core machine follows ~45 orders/s end to end on one hot SKU
 		// (see the combining issue); faster arrivals leave buyers no time to pay.
