@@ -236,7 +236,7 @@ const (
 	CheckStatusesSum     = "orders by status = orders placed"
 	CheckLockRows        = "lock rows = orders that awaited payment"
 	CheckSellRows        = "sell rows = paid orders"
-	CheckTimeoutRows     = "release_timeout rows = closed orders + late payments re-sold"
+	CheckTimeoutRows     = "release_timeout rows = closed + late payments (re-sold or refunded)"
 	CheckCancelRows      = "release_cancel rows = cancelled orders"
 	CheckPayments        = "payments acknowledged = paid orders"
 	CheckSoldUnits       = "final sold = units of paid orders"
@@ -293,9 +293,11 @@ func (r *Report) checks(haveLedger bool) []Check {
 	}
 	eq(CheckLockRows, r.LedgerRows["lock"], r.ReachedAwaiting, "orders")
 	eq(CheckSellRows, r.LedgerRows["sell"], r.EverPaid, "orders")
-	// Every timeout release belongs to an order that stayed closed or was re-sold to a late
-	// payment. (Not "ever closed": the order service may see stock.sold before stock.released.)
-	eq(CheckTimeoutRows, r.LedgerRows["release_timeout"], r.ByStatus["closed"]+r.Relocked, "closed orders + re-sold")
+	// Every timeout release belongs to an order that stayed closed, or whose late payment was
+	// re-sold or (stock gone) refunded — the sale requests no other refunds. (Not "ever
+	// closed": the order service may see stock.sold before stock.released.)
+	late := r.Relocked + r.ByStatus["refunded"] + r.ByStatus["refund_pending"]
+	eq(CheckTimeoutRows, r.LedgerRows["release_timeout"], r.ByStatus["closed"]+late, "closed + re-sold + refunded")
 	eq(CheckCancelRows, r.LedgerRows["release_cancel"], r.EverCancelled, "orders")
 	refunding := r.ByStatus["refund_pending"] + r.ByStatus["refunded"]
 	add(CheckPayments, r.PaymentsAccepted == r.EverPaid+refunding, "acknowledged %d, orders paid %d + refunding %d", r.PaymentsAccepted, r.EverPaid, refunding)

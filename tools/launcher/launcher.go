@@ -51,7 +51,13 @@ type System struct {
 	DatabaseURL string            // the server URL (database postgres)
 	NATSURL     string            // the NATS URL
 	URLs        map[string]string // http://host:port per service
-	procs       map[string]*exec.Cmd
+	procs       map[string]*proc
+}
+
+// proc is a started process; exited closes when it has been reaped.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 func (o *Options) defaults() {
@@ -82,7 +88,7 @@ func Up(ctx context.Context, o Options) (*System, error) {
 			return nil, err
 		}
 	}
-	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*proc{}}
 	var err error
 	if s.DatabaseURL, err = EnsurePostgres(ctx, o); err != nil {
 		return nil, err
@@ -170,8 +176,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", svc, err)
 	}
-	go func() { _ = cmd.Wait() }() // reap; the exit is observed through the pid
-	s.procs[svc] = cmd
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }() // reap
+	s.procs[svc] = p
 	s.URLs[svc] = "http://" + addr
 	return os.WriteFile(s.opts.path("pids", svc+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
@@ -201,12 +208,15 @@ func (s *System) WaitReady(ctx context.Context, svc string, timeout time.Duratio
 				return nil
 			}
 		}
-		if p := s.procs[svc]; p != nil && p.ProcessState != nil {
-			break
+		var exited chan struct{}
+		if p := s.procs[svc]; p != nil {
+			exited = p.exited
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("%s exited during start; its log is %s", svc, s.opts.path("logs", svc+".log"))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -219,8 +229,11 @@ func (s *System) Kill(svc string) error {
 	if p == nil {
 		return fmt.Errorf("%s is not running", svc)
 	}
-	err := syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-	waitGone(p.Process.Pid, 5*time.Second)
+	err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+	}
 	delete(s.procs, svc)
 	return err
 }

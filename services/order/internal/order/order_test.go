@@ -319,3 +319,27 @@ func TestNoteClipsLongReasons(t *testing.T) {
 	assert.LessOrEqual(t, len(got), order.MaxReasonLen)
 	assert.True(t, utf8.ValidString(got))
 }
+
+func TestRefundOvertakingSellFailureWhileUnresolvedEndsRefunded(t *testing.T) {
+	o := newOrder(t)
+	at := time.Now()
+	_, err := o.StockLocked(at)
+	require.NoError(t, err)
+	_, err = o.PaymentRefunded(at, "pay-1") // overtakes: noted as an extra payment
+	require.NoError(t, err)
+	require.Equal(t, order.AwaitingPayment, o.Status())
+	_, err = o.StockReleased(at, order.ReleaseTimeout)
+	require.NoError(t, err)
+	_, err = o.StockSellFailed(at, "pay-1", "insufficient_stock")
+	require.NoError(t, err)
+	assert.Equal(t, order.Refunded, o.Status(), "the refund already happened: the order must not wait in refund_pending")
+
+	other := newOrder(t)
+	_, err = other.StockLocked(at)
+	require.NoError(t, err)
+	_, err = other.StockReleased(at, order.ReleaseTimeout)
+	require.NoError(t, err)
+	_, err = other.StockSellFailed(at, "pay-2", "insufficient_stock")
+	require.NoError(t, err)
+	assert.Equal(t, order.RefundPending, other.Status(), "no refund seen yet")
+}

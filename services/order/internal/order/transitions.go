@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -121,6 +122,12 @@ func (o *Order) StockSellFailed(at time.Time, paymentID, reason string) (changed
 	}
 	switch o.status {
 	case Pending, AwaitingPayment, Closed, Cancelled, Rejected:
+		if o.paymentRefunded(paymentID) {
+			// payment.refunded overtook this report while the order was still unresolved
+			// (it was noted as an extra payment): the money is already back.
+			o.record(Refunded, at, withReason(what+" (already refunded)", reason))
+			return true, nil
+		}
 		o.record(RefundPending, at, withReason(what, reason))
 		return true, nil
 	default:
@@ -130,6 +137,22 @@ func (o *Order) StockSellFailed(at time.Time, paymentID, reason string) (changed
 		return true, nil
 	}
 }
+
+// paymentRefunded reports whether the history records the refund of paymentID.
+func (o *Order) paymentRefunded(paymentID string) bool {
+	if paymentID == "" {
+		return false
+	}
+	prefix := refundedReason(paymentID)
+	for _, h := range o.history {
+		if strings.HasPrefix(h.Reason, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func refundedReason(paymentID string) string { return fmt.Sprintf("payment %s refunded", paymentID) }
 
 // ReleaseReason says why stock released an order's locks.
 type ReleaseReason struct{ name string }
@@ -186,7 +209,7 @@ func (o *Order) StockReleased(at time.Time, why ReleaseReason) (changed bool, er
 func (o *Order) PaymentRefunded(at time.Time, paymentID string) (changed bool, err error) {
 	reason := "payment refunded"
 	if paymentID != "" {
-		reason = fmt.Sprintf("payment %s refunded", paymentID)
+		reason = refundedReason(paymentID)
 	}
 	switch o.status {
 	case RefundPending, Closed, Cancelled, Rejected:
