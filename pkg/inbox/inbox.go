@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,15 +20,7 @@ import (
 var migrations embed.FS
 
 // Schema creates the inbox table. Migrate it into every database whose consumers use Claim.
-var Schema = postgres.Schema{Name: "inbox", FS: mustSub(migrations, "migrations")}
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at compile time
-	}
-	return sub
-}
+var Schema = postgres.MigrationsSchema("inbox", migrations)
 
 // Claim records that consumer processes messageID, inside tx. fresh is true the first time:
 // apply the effect in the same tx and commit. fresh is false when the message was already

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 
 	"github.com/jackc/pgx/v5"
@@ -36,15 +35,7 @@ import (
 var migrations embed.FS
 
 // Schema creates the outbox table. Migrate it into every database whose service uses Write.
-var Schema = postgres.Schema{Name: "outbox", FS: mustSub(migrations, "migrations")}
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at compile time
-	}
-	return sub
-}
+var Schema = postgres.MigrationsSchema("outbox", migrations)
 
 // Write stores msgs in tx, to be published once tx commits, in one statement whatever their
 // number. Each message's Headers are stored with the W3C trace context of ctx added

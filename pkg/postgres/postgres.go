@@ -143,3 +143,13 @@ func WithDatabase(rawURL, name string) (string, error) {
 	u.Path = "/" + name
 	return u.String(), nil
 }
+
+// MigrationsSchema is the Schema of the goose migrations embedded under migrations/ in fsys
+// (declare `//go:embed migrations/*.sql`).
+func MigrationsSchema(name string, fsys fs.FS) Schema {
+	sub, err := fs.Sub(fsys, "migrations")
+	if err != nil {
+		panic(err) // "migrations" is a valid path: Sub cannot fail on it
+	}
+	return Schema{Name: name, FS: sub}
+}

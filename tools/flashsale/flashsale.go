@@ -69,16 +69,18 @@ func Default() Config {
 		StockURL:      "http://127.0.0.1:8082",
 		PaymentURL:    "http://127.0.0.1:8083",
 		SandboxSecret: "sandbox-secret",
-		Units:         5000,
-		// The article's first wave: 4,250 of 5,000 units locked. Arrivals are spread over
-		// 105 s because this 2-core machine follows ~45 orders/s end to end on one hot SKU
-		// (see the combining issue); faster arrivals leave buyers no time to pay.
-		Buyers:         4250,
+		// The article's promotion at 2/5 scale: 2,000 units, 1,700 buyers lock (85%, as
+		// 4,250 of 5,000 did), ~78% pay, the rest cancel or time out. Arrivals are spread over
+		// 90 s and the payment window is 15 s because this 2-core machine follows only a few
+		// dozen orders/s end to end on one hot SKU (until lock combining lands): faster
+		// arrivals leave buyers no time to see awaiting_payment and pay.
+		Units:          2000,
+		Buyers:         1700,
 		MaxQty:         1,
 		UnitPrice:      9900,
 		Concurrency:    24,
-		ArrivalWindow:  105 * time.Second,
-		PaymentTimeout: 10 * time.Second,
+		ArrivalWindow:  90 * time.Second,
+		PaymentTimeout: 15 * time.Second,
 		ActWithin:      0.8,
 		PayRatio:       0.781,
 		CancelRatio:    0.035,

@@ -9,7 +9,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,18 +26,10 @@ import (
 var migrations embed.FS
 
 // Schema is the order service's own migrations.
-var Schema = postgres.Schema{Name: "order", FS: mustSub(migrations, "migrations")}
+var Schema = postgres.MigrationsSchema("order", migrations)
 
 // Schemas are every schema the order database needs, in the order to apply them.
 func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at compile time
-	}
-	return sub
-}
 
 // Store is the app.Repository on PostgreSQL.
 type Store struct {

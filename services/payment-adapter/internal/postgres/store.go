@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,18 +25,10 @@ import (
 var migrations embed.FS
 
 // Schema is payment-adapter's own migrations.
-var Schema = postgres.Schema{Name: "payment", FS: mustSub(migrations, "migrations")}
+var Schema = postgres.MigrationsSchema("payment", migrations)
 
 // Schemas are every schema the payment database needs, in the order to apply them.
 func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at compile time
-	}
-	return sub
-}
 
 // Store is the app.Store on PostgreSQL.
 type Store struct {

@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,15 +22,7 @@ import (
 var migrations embed.FS
 
 // Schema is the stock service's own migrations.
-var Schema = postgres.Schema{Name: "stock", FS: mustSub(migrations, "migrations")}
-
-func mustSub(f fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err) // the embed pattern above guarantees the directory exists
-	}
-	return sub
-}
+var Schema = postgres.MigrationsSchema("stock", migrations)
 
 // Store is the stock database.
 type Store struct{ pool *pgxpool.Pool }

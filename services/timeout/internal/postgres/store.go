@@ -7,7 +7,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,18 +24,10 @@ import (
 var migrations embed.FS
 
 // Schema is the timeout service's own migrations.
-var Schema = postgres.Schema{Name: "timeout", FS: mustSub(migrations, "migrations")}
+var Schema = postgres.MigrationsSchema("timeout", migrations)
 
 // Schemas are every schema the timeout database needs, in the order to apply them.
 func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err) // the embedded directory is fixed at compile time
-	}
-	return sub
-}
 
 // Store is the app.Store on PostgreSQL.
 type Store struct {
