@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -237,4 +239,16 @@ func (d Deps) Ready(ctx context.Context) error {
 		return fmt.Errorf("nats: %s", d.NC.Status())
 	}
 	return nil
+}
+
+// Command is a service's main: it runs run with a context that SIGINT or SIGTERM cancels, and
+// exits 1 with the error, prefixed by name, when run fails.
+func Command(name string, run func(ctx context.Context, args, environ []string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }

@@ -5,11 +5,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -17,14 +13,7 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/wire"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "order:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Command("order", run) }
 
 func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	cfg, err := config.Load(environ)

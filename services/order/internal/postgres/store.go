@@ -18,6 +18,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -29,7 +30,7 @@ var migrations embed.FS
 var Schema = postgres.MigrationsSchema("order", migrations)
 
 // Schemas are every schema the order database needs, in the order to apply them.
-func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
+func Schemas() []postgres.Schema { return service.Schemas(Schema) }
 
 // Store is the app.Repository on PostgreSQL.
 type Store struct {

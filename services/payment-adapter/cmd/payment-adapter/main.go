@@ -9,11 +9,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -21,14 +17,7 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/wire"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "payment-adapter:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Command("payment-adapter", run) }
 
 func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	cfg, err := config.Load(environ)

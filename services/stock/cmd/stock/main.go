@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,14 +21,7 @@ import (
 	stockpg "github.com/stockflow/stockflow/services/stock/internal/postgres"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "stock:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Command("stock", run) }
 
 func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	cfg, err := config.Load(environ)

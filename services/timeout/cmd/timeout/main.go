@@ -11,11 +11,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -23,14 +19,7 @@ import (
 	"github.com/stockflow/stockflow/services/timeout/internal/wire"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "timeout:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Command("timeout", run) }
 
 func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	cfg, err := config.Load(environ)

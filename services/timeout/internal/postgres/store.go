@@ -16,6 +16,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
@@ -27,7 +28,7 @@ var migrations embed.FS
 var Schema = postgres.MigrationsSchema("timeout", migrations)
 
 // Schemas are every schema the timeout database needs, in the order to apply them.
-func Schemas() []postgres.Schema { return []postgres.Schema{Schema, outbox.Schema, inbox.Schema} }
+func Schemas() []postgres.Schema { return service.Schemas(Schema) }
 
 // Store is the app.Store on PostgreSQL.
 type Store struct {
