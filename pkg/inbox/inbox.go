@@ -30,16 +30,74 @@ var Schema = postgres.MigrationsSchema("inbox", migrations)
 //
 // Use the event id (the Nats-Msg-Id) as messageID and the durable consumer name as consumer.
 func Claim(ctx context.Context, tx pgx.Tx, consumer, messageID string) (fresh bool, err error) {
-	if consumer == "" || messageID == "" {
-		return false, errors.New("inbox claim: empty consumer or message id")
-	}
-	tag, err := tx.Exec(ctx,
-		`INSERT INTO inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT (consumer, message_id) DO NOTHING`,
-		consumer, messageID)
+	f, err := ClaimAll(ctx, tx, []Message{{Consumer: consumer, ID: messageID}})
 	if err != nil {
-		return false, fmt.Errorf("inbox claim %s/%s: %w", consumer, messageID, err)
+		return false, err
 	}
-	return tag.RowsAffected() == 1, nil
+	return f[0], nil
+}
+
+// Message names one message a consumer processes.
+type Message struct{ Consumer, ID string }
+
+// ClaimAll is Claim for many messages in one statement: fresh[i] tells whether msgs[i] is
+// claimed now. Claims are taken in (consumer, id) order, so two batches sharing messages wait
+// for each other instead of deadlocking. A message twice in msgs is fresh at most once.
+func ClaimAll(ctx context.Context, tx pgx.Tx, msgs []Message) (fresh []bool, err error) {
+	consumers := make([]string, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		if m.Consumer == "" || m.ID == "" {
+			return nil, errors.New("inbox claim: empty consumer or message id")
+		}
+		consumers[i], ids[i] = m.Consumer, m.ID
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO inbox (consumer, message_id)
+		SELECT c, m FROM unnest($1::text[], $2::text[]) AS u(c, m) ORDER BY c, m
+		ON CONFLICT (consumer, message_id) DO NOTHING
+		RETURNING consumer, message_id`, consumers, ids)
+	if err != nil {
+		return nil, fmt.Errorf("inbox claim %d messages: %w", len(msgs), err)
+	}
+	claimed := map[Message]bool{}
+	for rows.Next() {
+		var m Message
+		if err := rows.Scan(&m.Consumer, &m.ID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("inbox claim %d messages: %w", len(msgs), err)
+		}
+		claimed[m] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox claim %d messages: %w", len(msgs), err)
+	}
+	fresh = make([]bool, len(msgs))
+	for i, m := range msgs {
+		fresh[i] = claimed[m]
+		delete(claimed, m)
+	}
+	return fresh, nil
+}
+
+// Unclaim withdraws claims taken earlier in tx, for messages that failed while others in
+// the same transaction succeeded: the transaction commits without them, and their redelivery
+// is fresh again.
+func Unclaim(ctx context.Context, tx pgx.Tx, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	consumers := make([]string, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		consumers[i], ids[i] = m.Consumer, m.ID
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM inbox USING unnest($1::text[], $2::text[]) AS u(c, m)
+		WHERE inbox.consumer = u.c AND inbox.message_id = u.m`, consumers, ids)
+	if err != nil {
+		return fmt.Errorf("inbox unclaim %d messages: %w", len(msgs), err)
+	}
+	return nil
 }
 
 // Execer is what Prune needs: a pool, a connection or a transaction.

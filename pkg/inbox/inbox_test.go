@@ -90,3 +90,30 @@ func TestPrune(t *testing.T) {
 	assert.True(t, claim(t, pool, "stock", "old"), "pruned claim can be claimed again")
 	assert.False(t, claim(t, pool, "stock", "new"), "recent claim kept")
 }
+
+func TestClaimAllTellsFreshFromSeenInOrder(t *testing.T) {
+	pool, _ := pgtest.New(t, inbox.Schema)
+	require.True(t, claim(t, pool, "stock", "ev-2"))
+
+	var fresh []bool
+	err := postgres.InTx(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		fresh, err = inbox.ClaimAll(context.Background(), tx, []inbox.Message{
+			{Consumer: "stock", ID: "ev-3"}, {Consumer: "stock", ID: "ev-2"}, {Consumer: "stock", ID: "ev-1"}, {Consumer: "stock", ID: "ev-3"},
+		})
+		return err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false, true, false}, fresh, "ev-2 was seen before; ev-3 twice in one batch is fresh once")
+	assert.False(t, claim(t, pool, "stock", "ev-3"), "the batch's claims committed")
+
+	err = postgres.InTx(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := inbox.ClaimAll(context.Background(), tx, []inbox.Message{{Consumer: "stock", ID: "ev-4"}, {Consumer: "stock", ID: "ev-5"}}); err != nil {
+			return err
+		}
+		return inbox.Unclaim(context.Background(), tx, []inbox.Message{{Consumer: "stock", ID: "ev-5"}})
+	})
+	require.NoError(t, err)
+	assert.False(t, claim(t, pool, "stock", "ev-4"), "kept")
+	assert.True(t, claim(t, pool, "stock", "ev-5"), "withdrawn: its redelivery is fresh")
+}

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -14,10 +13,10 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, onHand int64, opera
 		return stock.SKUStock{}, stock.ErrBadQuantity
 	}
 	var out stock.SKUStock
-	_, err := s.inTx(ctx, nil, func(tx *postgres.Tx) ([]events.Event, error) {
+	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
 		var err error
 		out, err = tx.CreateSKU(ctx, sku, onHand, operator)
-		return nil, err
+		return err
 	})
 	return out, err
 }

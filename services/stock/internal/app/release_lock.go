@@ -19,19 +19,16 @@ func (s *Service) ReleaseLock(ctx context.Context, in *Inbound, orderID string, 
 	if why == "" {
 		return Resolution{}, fmt.Errorf("release with change type %q", reason)
 	}
-	var res Resolution
-	dup, err := s.inTx(ctx, in, func(tx *postgres.Tx) ([]events.Event, error) {
-		var err error
-		res, err = resolve(ctx, tx, orderID, operator, func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) })
-		if errors.Is(err, stock.ErrNoLock) && !errors.Is(err, stock.ErrOrderUnknown) {
-			res.NoOp = "order holds no lock (rejected)"
-			return nil, nil
-		}
-		if err != nil || !res.Applied {
-			return nil, err
-		}
-		return []events.Event{events.StockReleased{OrderID: orderID, Reason: why}}, nil
-	})
-	res.Duplicate = dup
-	return res, err
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
+		step: func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) },
+		settle: func(_ context.Context, _ *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
+			if errors.Is(err, stock.ErrNoLock) && !errors.Is(err, stock.ErrOrderUnknown) {
+				res.NoOp = "order holds no lock (rejected)"
+				return nil, nil
+			}
+			if err != nil || !res.Applied {
+				return nil, err
+			}
+			return []events.Event{events.StockReleased{OrderID: orderID, Reason: why}}, nil
+		}})
 }

@@ -5,21 +5,86 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// resolve moves every lock of an order with step inside tx. A lock already past the step
-// (ErrAlreadyResolved) makes the whole call a reported no-op; other errors are returned.
-func resolve(ctx context.Context, tx *postgres.Tx, orderID, operator string, step func(*stock.Lock) (stock.Movement, error)) (Resolution, error) {
-	res := Resolution{OrderID: orderID}
-	entries, err := tx.UpdateLocks(ctx, orderID, operator, func(locks []*stock.Lock) ([]stock.Movement, error) {
+// resolveCall asks to move every lock of an order one step (sell, release, ship, refund).
+type resolveCall struct {
+	ctx      context.Context
+	in       *Inbound
+	orderID  string
+	operator string
+	step     func(*stock.Lock) (stock.Movement, error)
+	// settle decides, inside the transaction, what the outcome emits; an error there fails
+	// this call alone (it must not come after stock moved: the batch is then rolled back).
+	settle func(ctx context.Context, tx *postgres.Tx, res *Resolution, err error) ([]events.Event, error)
+	// paymentID is recorded as the payment that sold the order, when the step applied.
+	paymentID string
+}
+
+// resolve runs c in the next batch of lock resolutions.
+func (s *Service) resolve(ctx context.Context, c resolveCall) (Resolution, error) {
+	c.ctx = ctx
+	return s.resolves.Do(ctx, c)
+}
+
+// resolveOrders moves the locks of a batch of orders in one transaction. A lock already past
+// the step (ErrAlreadyResolved) makes that call a reported no-op.
+func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]combine.Result[Resolution], error) {
+	units := make([]*unit, len(calls))
+	for i, c := range calls {
+		units[i] = &unit{ctx: c.ctx, in: c.in}
+	}
+	out := make([]combine.Result[Resolution], len(calls))
+	err := s.inTx(ctx, units, func(tx *postgres.Tx, fresh []int) error {
+		ress := make([]Resolution, len(fresh))
+		ups := make([]postgres.LockUpdate, len(fresh))
+		for k, i := range fresh {
+			c, res := calls[i], &ress[k]
+			res.OrderID = c.orderID
+			ups[k] = postgres.LockUpdate{OrderID: c.orderID, Operator: c.operator, Step: stepAll(res, c.step)}
+		}
+		results, err := tx.UpdateLocks(ctx, ups)
+		if err != nil {
+			return err
+		}
+		var orders, payments []string
+		for k, i := range fresh {
+			c, res := calls[i], &ress[k]
+			err := outcome(res, results[k])
+			evs, err := c.settle(ctx, tx, res, err)
+			if err != nil && res.Applied {
+				return fmt.Errorf("order %s: %w", c.orderID, err)
+			}
+			if res.Applied && c.paymentID != "" {
+				orders, payments = append(orders, c.orderID), append(payments, c.paymentID)
+			}
+			out[i].Value, units[i].events, units[i].err = *res, evs, err
+		}
+		return tx.RecordPayments(ctx, orders, payments)
+	})
+	for i, u := range units {
+		out[i].Value.Duplicate = u.dup
+		if u.dup {
+			out[i].Value.OrderID = calls[i].orderID
+		}
+		out[i].Err = u.err
+	}
+	return out, err
+}
+
+// stepAll moves each lock of an order with step, noting the states in res.
+func stepAll(res *Resolution, step func(*stock.Lock) (stock.Movement, error)) func([]*stock.Lock) ([]stock.Movement, error) {
+	return func(locks []*stock.Lock) ([]stock.Movement, error) {
 		ms := make([]stock.Movement, 0, len(locks))
 		for _, l := range locks {
 			before := l.State()
 			m, err := step(l)
 			if err != nil {
-				res.State = string(before)
+				res.State, res.Relocked = string(before), false
 				return nil, err
 			}
 			res.Relocked = res.Relocked || (before == stock.StateReleased && l.State() == stock.StateSold)
@@ -27,19 +92,23 @@ func resolve(ctx context.Context, tx *postgres.Tx, orderID, operator string, ste
 			ms = append(ms, m)
 		}
 		return ms, nil
-	})
-	if errors.Is(err, stock.ErrAlreadyResolved) {
+	}
+}
+
+// outcome completes res from what UpdateLocks did and returns the error, if any.
+func outcome(res *Resolution, r postgres.LockUpdateResult) error {
+	if errors.Is(r.Err, stock.ErrAlreadyResolved) {
 		res.Relocked = false
 		res.NoOp = fmt.Sprintf("locks already %s", res.State)
-		return res, nil
+		return nil
 	}
-	if err != nil {
+	if r.Err != nil {
 		res.Relocked = false
-		return res, fmt.Errorf("order %s: %w", orderID, err)
+		return fmt.Errorf("order %s: %w", res.OrderID, r.Err)
 	}
 	res.Applied = true
-	for _, e := range entries {
+	for _, e := range r.Entries {
 		res.Entries = append(res.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
 	}
-	return res, nil
+	return nil
 }

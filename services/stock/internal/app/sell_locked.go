@@ -23,38 +23,31 @@ const (
 // refunded. The same payment again is a no-op. An order stock has not seen yet returns an
 // error wrapping ErrOrderUnknown (retry later).
 func (s *Service) SellLocked(ctx context.Context, in *Inbound, orderID, paymentID, operator string) (Resolution, error) {
-	var res Resolution
-	dup, err := s.inTx(ctx, in, func(tx *postgres.Tx) ([]events.Event, error) {
-		var err error
-		res, err = resolve(ctx, tx, orderID, operator, (*stock.Lock).Sell)
-		failed := func(reason string) []events.Event {
-			res.Failed = reason
-			return []events.Event{events.StockSellFailed{OrderID: orderID, PaymentID: paymentID, Reason: reason}}
-		}
-		switch {
-		case errors.Is(err, stock.ErrOrderUnknown):
-			return nil, err
-		case errors.Is(err, stock.ErrInsufficientStock):
-			return failed(SellFailedInsufficient), nil
-		case errors.Is(err, stock.ErrNoLock):
-			return failed(SellFailedNoLock), nil
-		case err != nil:
-			return nil, err
-		case !res.Applied:
-			paidBy, err := tx.PaidBy(ctx, orderID)
-			if err != nil {
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, step: (*stock.Lock).Sell, paymentID: paymentID,
+		settle: func(ctx context.Context, tx *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
+			failed := func(reason string) ([]events.Event, error) {
+				res.Failed = reason
+				return []events.Event{events.StockSellFailed{OrderID: orderID, PaymentID: paymentID, Reason: reason}}, nil
+			}
+			switch {
+			case errors.Is(err, stock.ErrOrderUnknown):
 				return nil, err
+			case errors.Is(err, stock.ErrInsufficientStock):
+				return failed(SellFailedInsufficient)
+			case errors.Is(err, stock.ErrNoLock):
+				return failed(SellFailedNoLock)
+			case err != nil:
+				return nil, err
+			case !res.Applied:
+				paidBy, err := tx.PaidBy(ctx, orderID)
+				if err != nil {
+					return nil, err
+				}
+				if paidBy != paymentID {
+					return failed(SellFailedAlreadyPaid)
+				}
+				return nil, nil
 			}
-			if paidBy != paymentID {
-				return failed(SellFailedAlreadyPaid), nil
-			}
-			return nil, nil
-		}
-		if err := tx.RecordPayment(ctx, orderID, paymentID); err != nil {
-			return nil, err
-		}
-		return []events.Event{events.StockSold{OrderID: orderID, Relocked: res.Relocked}}, nil
-	})
-	res.Duplicate = dup
-	return res, err
+			return []events.Event{events.StockSold{OrderID: orderID, Relocked: res.Relocked}}, nil
+		}})
 }

@@ -11,20 +11,22 @@ import (
 // ShipOrder takes a sold order's units out of sold and on_hand and emits stock.shipped.
 // ErrLockNotHeld when the order is not sold; a second ship is a reported no-op.
 func (s *Service) ShipOrder(ctx context.Context, in *Inbound, orderID, operator string) (Resolution, error) {
-	var res Resolution
-	dup, err := s.inTx(ctx, in, func(tx *postgres.Tx) ([]events.Event, error) {
-		var err error
-		res, err = resolve(ctx, tx, orderID, operator, func(l *stock.Lock) (stock.Movement, error) {
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
+		step: func(l *stock.Lock) (stock.Movement, error) {
 			if l.State() == stock.StateShipped || l.State() == stock.StateRefunded {
 				return stock.Movement{}, stock.ErrAlreadyResolved
 			}
 			return l.Ship()
-		})
+		},
+		settle: emitWhenApplied(events.StockShipped{OrderID: orderID})})
+}
+
+// emitWhenApplied is the settle of a step that emits ev when it moved stock.
+func emitWhenApplied(ev events.Event) func(context.Context, *postgres.Tx, *Resolution, error) ([]events.Event, error) {
+	return func(_ context.Context, _ *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
 		if err != nil || !res.Applied {
 			return nil, err
 		}
-		return []events.Event{events.StockShipped{OrderID: orderID}}, nil
-	})
-	res.Duplicate = dup
-	return res, err
+		return []events.Event{ev}, nil
+	}
 }

@@ -1,0 +1,152 @@
+// Package combine gathers concurrent calls into batches that run together — group commit. A
+// thousand buyers waiting on one database row each pay for one transaction and one WAL flush;
+// gathered, they share both. Callers still get one answer each.
+package combine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Options shape the batches. Zero values take the defaults.
+type Options struct {
+	// MaxBatch caps the calls run together (default 128).
+	MaxBatch int
+	// MaxWait is how long a flusher holding fewer than MaxBatch calls waits for more (default
+	// 0: it takes what is queued and goes, so a lone caller pays no extra latency; under load
+	// batches form on their own while the previous ones commit).
+	MaxWait time.Duration
+	// Flushers is how many batches may run at once (default 2): one commits while the next
+	// gathers.
+	Flushers int
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxBatch = 128
+	DefaultFlushers = 2
+)
+
+// Result is one call's answer.
+type Result[T any] struct {
+	Value T
+	Err   error
+}
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("combine: closed")
+
+// Batcher runs calls of type R in batches through run, which must return one Result per
+// request, in order.
+type Batcher[R, T any] struct {
+	run     func(ctx context.Context, reqs []R) []Result[T]
+	opts    Options
+	queue   chan call[R, T]
+	done    chan struct{}
+	once    sync.Once
+	workers sync.WaitGroup
+}
+
+type call[R, T any] struct {
+	req   R
+	reply chan Result[T]
+}
+
+// New starts a Batcher. run gets ctx (not a caller's context: one caller giving up must not
+// abort the others' batch) and should finish even when ctx is done, as a transaction in
+// flight would.
+func New[R, T any](ctx context.Context, opts Options, run func(ctx context.Context, reqs []R) []Result[T]) *Batcher[R, T] {
+	if opts.MaxBatch < 1 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Flushers < 1 {
+		opts.Flushers = DefaultFlushers
+	}
+	b := &Batcher[R, T]{run: run, opts: opts, queue: make(chan call[R, T]), done: make(chan struct{})}
+	for range opts.Flushers {
+		b.workers.Go(func() { b.flush(ctx) })
+	}
+	return b
+}
+
+// Do runs req in the next batch and returns its result. When ctx ends first Do returns
+// ctx.Err(), but a request already handed to a batch may still take effect: callers retry
+// with the same idempotency key.
+func (b *Batcher[R, T]) Do(ctx context.Context, req R) (T, error) {
+	c := call[R, T]{req: req, reply: make(chan Result[T], 1)}
+	var zero T
+	select {
+	case b.queue <- c:
+	case <-b.done:
+		return zero, ErrClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r.Value, r.Err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// Close stops taking calls and waits for the batches in flight.
+func (b *Batcher[R, T]) Close() {
+	b.once.Do(func() { close(b.done) })
+	b.workers.Wait()
+}
+
+func (b *Batcher[R, T]) flush(ctx context.Context) {
+	calls := make([]call[R, T], 0, b.opts.MaxBatch)
+	reqs := make([]R, 0, b.opts.MaxBatch)
+	for {
+		calls, reqs = calls[:0], reqs[:0]
+		select {
+		case c := <-b.queue:
+			calls = append(calls, c)
+		case <-b.done:
+			return
+		}
+		calls = b.gather(calls)
+		for _, c := range calls {
+			reqs = append(reqs, c.req)
+		}
+		results := b.run(ctx, reqs)
+		for i, c := range calls {
+			if i < len(results) {
+				c.reply <- results[i]
+			} else {
+				c.reply <- Result[T]{Err: errors.New("combine: batch returned too few results")}
+			}
+		}
+	}
+}
+
+// gather adds the calls already queued, then waits up to MaxWait for more, up to MaxBatch.
+func (b *Batcher[R, T]) gather(calls []call[R, T]) []call[R, T] {
+	for len(calls) < b.opts.MaxBatch {
+		select {
+		case c := <-b.queue:
+			calls = append(calls, c)
+			continue
+		default:
+		}
+		break
+	}
+	if b.opts.MaxWait <= 0 || len(calls) >= b.opts.MaxBatch {
+		return calls
+	}
+	timer := time.NewTimer(b.opts.MaxWait)
+	defer timer.Stop()
+	for len(calls) < b.opts.MaxBatch {
+		select {
+		case c := <-b.queue:
+			calls = append(calls, c)
+		case <-timer.C:
+			return calls
+		}
+	}
+	return calls
+}

@@ -1,0 +1,346 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
+)
+
+// LockRequest asks to lock every line of one order or none. Lines must be normalized
+// (stock.NormalizeLines: merged and sorted by SKU).
+type LockRequest struct {
+	OrderID  string
+	Lines    []stock.Line
+	Deadline time.Time
+	Operator string
+}
+
+// LockResult is the outcome of an order's lock request.
+type LockResult struct {
+	OrderID   string
+	Locked    bool
+	Reason    string // why it was rejected: insufficient_stock | unknown_sku
+	SKU       string // the first line that did not fit
+	Lines     []stock.Line
+	Deadline  time.Time
+	Duplicate bool // the order had been seen: this is the first outcome, nothing changed now
+}
+
+// Rejection reasons recorded for an order whose lines could not all be locked.
+const (
+	RejectInsufficient = "insufficient_stock"
+	RejectUnknownSKU   = "unknown_sku"
+	RejectInvalidOrder = "invalid_order" // lines stock cannot parse (bad SKU, quantity out of range)
+)
+
+// LockOrders locks many orders at once, each all or none, in the order given: an order that
+// does not fit is rejected and the next one is tried. An order seen before (or twice in reqs)
+// returns its first outcome with Duplicate set. A rejection is an outcome, not an error; the
+// error is for the batch as a whole.
+func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, error) {
+	fresh, err := t.claimOrders(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	groups := make([]group, 0, len(reqs))
+	var taken []int // the requests in groups
+	for i, r := range reqs {
+		if !fresh[i] {
+			continue
+		}
+		g := group{moves: make([]stock.Movement, len(r.Lines)), operator: r.Operator}
+		for j, l := range r.Lines {
+			g.moves[j] = stock.LockMovement(r.OrderID, l.SKU, l.Qty)
+		}
+		groups, taken = append(groups, g), append(taken, i)
+	}
+	_, errs, err := moveGroups(ctx, t.tx, groups)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d orders: %w", len(groups), err)
+	}
+	results := make([]LockResult, len(reqs))
+	var locks, rejects rowSet
+	for k, i := range taken {
+		r := reqs[i]
+		res := LockResult{OrderID: r.OrderID, Lines: r.Lines, Deadline: r.Deadline}
+		var merr *stock.MovementError
+		switch {
+		case errs[k] == nil:
+			res.Locked = true
+			for _, l := range r.Lines {
+				locks.add(r.OrderID, l.SKU, l.Qty.Int64(), r.Deadline)
+			}
+		case errors.As(errs[k], &merr):
+			res.Reason, res.SKU = RejectInsufficient, merr.SKU
+			if errors.Is(merr, stock.ErrUnknownSKU) {
+				res.Reason = RejectUnknownSKU
+			}
+			rejects.add(r.OrderID, res.SKU, 0, time.Time{})
+			rejects.values = append(rejects.values, res.Reason)
+		default:
+			return nil, fmt.Errorf("lock order %s: %w", r.OrderID, errs[k])
+		}
+		results[i] = res
+	}
+	if len(locks.orders) > 0 {
+		_, err := t.tx.Exec(ctx, `INSERT INTO stock_lock (order_id, sku, qty, state, deadline)
+			SELECT o, s, q, 'locked', d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) AS u(o, s, q, d)`,
+			locks.orders, locks.skus, locks.qtys, locks.deadlines)
+		if err != nil {
+			return nil, fmt.Errorf("insert %d locks: %w", len(locks.orders), err)
+		}
+	}
+	if len(rejects.orders) > 0 {
+		_, err := t.tx.Exec(ctx, `UPDATE order_lock SET outcome = 'rejected', reject_reason = u.r, reject_sku = u.s
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS u(o, r, s) WHERE order_id = u.o`,
+			rejects.orders, rejects.values, rejects.skus)
+		if err != nil {
+			return nil, fmt.Errorf("record %d rejections: %w", len(rejects.orders), err)
+		}
+	}
+	for i, r := range reqs {
+		if !fresh[i] {
+			if results[i], err = t.lockOutcome(ctx, r.OrderID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return results, nil
+}
+
+// rowSet gathers the columns of a multi-row statement.
+type rowSet struct {
+	orders, skus, values []string // values: a reason or a state per row
+	qtys                 []int64
+	deadlines            []time.Time
+}
+
+func (r *rowSet) add(order, sku string, qty int64, deadline time.Time) {
+	r.orders, r.skus, r.qtys, r.deadlines = append(r.orders, order), append(r.skus, sku), append(r.qtys, qty), append(r.deadlines, deadline)
+}
+
+// claimOrders records each new order as locked (a rejection overwrites that before commit) and
+// tells which requests claimed their order now. The claims are taken in order id order: a
+// concurrent batch with the same order waits here for this one to commit.
+func (t *Tx) claimOrders(ctx context.Context, reqs []LockRequest) ([]bool, error) {
+	ids := make([]string, len(reqs))
+	deadlines := make([]time.Time, len(reqs))
+	for i, r := range reqs {
+		ids[i], deadlines[i] = r.OrderID, r.Deadline
+	}
+	rows, err := t.tx.Query(ctx, `INSERT INTO order_lock (order_id, outcome, deadline)
+		SELECT o, 'locked', d FROM unnest($1::text[], $2::timestamptz[]) AS u(o, d) ORDER BY o
+		ON CONFLICT (order_id) DO NOTHING RETURNING order_id`, ids, deadlines)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d orders: %w", len(reqs), err)
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("claim %d orders: %w", len(reqs), err)
+	}
+	now := make(map[string]bool, len(claimed))
+	for _, id := range claimed {
+		now[id] = true
+	}
+	fresh := make([]bool, len(reqs))
+	for i, r := range reqs {
+		fresh[i] = now[r.OrderID]
+		delete(now, r.OrderID) // the same order again later in reqs is a duplicate
+	}
+	return fresh, nil
+}
+
+// lockOutcome reads the first outcome recorded for an order.
+func (t *Tx) lockOutcome(ctx context.Context, orderID string) (LockResult, error) {
+	res := LockResult{OrderID: orderID, Duplicate: true}
+	var outcome string
+	var reason, sku *string
+	err := t.tx.QueryRow(ctx, `SELECT outcome, reject_reason, reject_sku, deadline FROM order_lock WHERE order_id = $1`, orderID).
+		Scan(&outcome, &reason, &sku, &res.Deadline)
+	if err != nil {
+		return res, fmt.Errorf("read outcome of %s: %w", orderID, err)
+	}
+	res.Locked = outcome == "locked"
+	if reason != nil {
+		res.Reason = *reason
+	}
+	if sku != nil {
+		res.SKU = *sku
+	}
+	locks, err := locksOf(ctx, t.tx, []string{orderID}, false)
+	if err != nil {
+		return res, err
+	}
+	for _, l := range locks[orderID] {
+		res.Lines = append(res.Lines, stock.Line{SKU: l.SKU(), Qty: l.Qty()})
+	}
+	return res, nil
+}
+
+// locksOf reads the lock rows of orders, by order, in (order, SKU) order.
+func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) (map[string][]*stock.Lock, error) {
+	sql := `SELECT order_id, sku, qty, state, deadline FROM stock_lock WHERE order_id = ANY($1) ORDER BY order_id, sku`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
+	}
+	defer rows.Close()
+	locks := map[string][]*stock.Lock{}
+	for rows.Next() {
+		var order, sku, state string
+		var qty int64
+		var deadline time.Time
+		if err := rows.Scan(&order, &sku, &qty, &state, &deadline); err != nil {
+			return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
+		}
+		l, err := stock.RestoreLock(order, sku, qty, stock.LockState(state), deadline)
+		if err != nil {
+			return nil, err
+		}
+		locks[order] = append(locks[order], l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
+	}
+	return locks, nil
+}
+
+// LockUpdate asks to move one order's locks: Step transitions them and says which movements
+// that makes.
+type LockUpdate struct {
+	OrderID  string
+	Operator string
+	Step     func([]*stock.Lock) ([]stock.Movement, error)
+}
+
+// LockUpdateResult is what one LockUpdate did: the ledger rows written, or the error that left
+// the order unchanged.
+type LockUpdateResult struct {
+	Entries []stock.LedgerEntry
+	Err     error
+}
+
+// UpdateLocks is the one way orders' locks change. It takes the lock rows of every order FOR
+// UPDATE (in order and SKU order), lets each Step transition its order's locks, applies each
+// order's movements all or none (moveGroups), and stores the new states. Each result's Err is
+// ErrNoLock (wrapping ErrOrderUnknown when stock never saw the order), the Step's error, or a
+// MovementError; the returned error is for the batch as a whole. An order must appear once.
+func (t *Tx) UpdateLocks(ctx context.Context, ups []LockUpdate) ([]LockUpdateResult, error) {
+	ids := make([]string, len(ups))
+	for i, u := range ups {
+		ids[i] = u.OrderID
+	}
+	locks, err := locksOf(ctx, t.tx, ids, true)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]LockUpdateResult, len(ups))
+	var unseen []int // orders without lock rows: rejected, or not seen yet
+	groups := make([]group, 0, len(ups))
+	var stepped []int
+	for i, u := range ups {
+		ls := locks[u.OrderID]
+		if len(ls) == 0 {
+			unseen = append(unseen, i)
+			continue
+		}
+		ms, err := u.Step(ls)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		groups, stepped = append(groups, group{moves: ms, operator: u.Operator}), append(stepped, i)
+	}
+	if err := t.explainNoLock(ctx, ups, unseen, results); err != nil {
+		return nil, err
+	}
+	entries, errs, err := moveGroups(ctx, t.tx, groups)
+	if err != nil {
+		return nil, fmt.Errorf("update locks of %d orders: %w", len(groups), err)
+	}
+	var states rowSet
+	for k, i := range stepped {
+		if results[i].Entries, results[i].Err = entries[k], errs[k]; errs[k] != nil {
+			continue
+		}
+		for _, l := range locks[ups[i].OrderID] {
+			states.add(l.OrderID(), l.SKU(), 0, time.Time{})
+			states.values = append(states.values, string(l.State()))
+		}
+	}
+	if len(states.orders) > 0 {
+		_, err = t.tx.Exec(ctx, `UPDATE stock_lock SET state = u.state, resolved_at = coalesce(resolved_at, now())
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS u(o, sku, state)
+			WHERE stock_lock.order_id = u.o AND stock_lock.sku = u.sku AND stock_lock.state <> u.state`,
+			states.orders, states.skus, states.values)
+		if err != nil {
+			return nil, fmt.Errorf("store lock states of %d orders: %w", len(stepped), err)
+		}
+	}
+	return results, nil
+}
+
+// explainNoLock sets ErrNoLock on the results of orders without lock rows, wrapping
+// ErrOrderUnknown for those stock has never seen (their order.created may still come).
+func (t *Tx) explainNoLock(ctx context.Context, ups []LockUpdate, unseen []int, results []LockUpdateResult) error {
+	if len(unseen) == 0 {
+		return nil
+	}
+	ids := make([]string, len(unseen))
+	for k, i := range unseen {
+		ids[k] = ups[i].OrderID
+	}
+	rows, err := t.tx.Query(ctx, `SELECT order_id FROM order_lock WHERE order_id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("read %d orders: %w", len(ids), err)
+	}
+	seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read %d orders: %w", len(ids), err)
+	}
+	known := map[string]bool{}
+	for _, id := range seen {
+		known[id] = true
+	}
+	for _, i := range unseen {
+		id := ups[i].OrderID
+		results[i].Err = fmt.Errorf("order %s: %w", id, stock.ErrNoLock)
+		if !known[id] {
+			results[i].Err = fmt.Errorf("order %s: %w (%w)", id, stock.ErrNoLock, stock.ErrOrderUnknown)
+		}
+	}
+	return nil
+}
+
+// PaidBy returns the payment recorded as having sold an order's locks ("" when none).
+func (t *Tx) PaidBy(ctx context.Context, orderID string) (string, error) {
+	var id *string
+	err := t.tx.QueryRow(ctx, `SELECT payment_id FROM order_lock WHERE order_id = $1`, orderID).Scan(&id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("read payment of %s: %w", orderID, err)
+	}
+	if id == nil {
+		return "", nil
+	}
+	return *id, nil
+}
+
+// RecordPayments stores, per order, the payment that sold its locks (orders[i] by payments[i]).
+func (t *Tx) RecordPayments(ctx context.Context, orders, payments []string) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE order_lock SET payment_id = u.p FROM unnest($1::text[], $2::text[]) AS u(o, p) WHERE order_id = u.o`, orders, payments)
+	if err != nil {
+		return fmt.Errorf("record %d payments: %w", len(orders), err)
+	}
+	return nil
+}
