@@ -322,6 +322,11 @@ func EnsurePostgres(ctx context.Context, o Options) (string, error) {
 		return own, nil
 	}
 	data := o.path("pg")
+	for _, d := range []string{"logs", "pids"} { // `stockflow pg` may run before any `up`
+		if err := os.MkdirAll(o.path(d), 0o755); err != nil {
+			return "", err
+		}
+	}
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
 		bin, err := pgBin()
 		if err != nil {
