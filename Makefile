@@ -1,5 +1,5 @@
 # The few targets a newcomer needs. Everything else is a Go command.
-.PHONY: demo up down status test
+.PHONY: demo up down status test bench loadtest
 
 demo: ## bring everything up (fresh machine included), then run a flash sale you can watch
 	@go run ./tools/cmd/stockflow demo
@@ -15,3 +15,9 @@ status:
 
 test: ## the whole suite, against real PostgreSQL and NATS
 	@scripts/test.sh
+
+bench: ## lock benchmarks, naive vs engine, against real PostgreSQL; raw output in .run/bench.txt
+	@scripts/bench.sh
+
+loadtest: ## POST /v1/orders at a fixed rate on the running system (make up first); RATE=, DURATION=
+	@go run ./tools/cmd/stockflow loadtest $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION))

@@ -15,15 +15,15 @@ import (
 	"time"
 )
 
-// apiError is a non-2xx answer of a stockflow API, with the body's stable error code.
-type apiError struct {
+// APIError is a non-2xx answer of a stockflow API, with the body's stable error code.
+type APIError struct {
 	Op     string
 	Status int
 	Code   string
 	Body   string
 }
 
-func (e *apiError) Error() string {
+func (e *APIError) Error() string {
 	if e.Code != "" {
 		return fmt.Sprintf("%s: HTTP %d %s", e.Op, e.Status, e.Code)
 	}
@@ -33,22 +33,28 @@ func (e *apiError) Error() string {
 // transient reports whether err is worth retrying with the same request: a transport error,
 // a 5xx, or 429. Order creation is safe to retry because the Idempotency-Key names it.
 func transient(err error) bool {
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
 	}
 	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// client speaks the public HTTP APIs of order, stock and payment-adapter. Nothing else: the
-// simulator works against any deployment by URL.
-type client struct {
+// Client speaks the public HTTP APIs of order, stock and payment-adapter. Nothing else: the
+// simulator (and tools/loadtest) work against any deployment by URL.
+type Client struct {
 	http                       *http.Client
 	orderURL, stockURL, payURL string
 	secret                     []byte
 }
 
-func newClient(cfg Config) *client {
+// NewClient returns a Client of the three APIs at these base URLs; secret signs sandbox
+// payment callbacks.
+func NewClient(hc *http.Client, orderURL, stockURL, paymentURL, secret string) *Client {
+	return &Client{http: hc, orderURL: orderURL, stockURL: stockURL, payURL: paymentURL, secret: []byte(secret)}
+}
+
+func newClient(cfg Config) *Client {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		// Enough idle connections per host for every worker, so a busy run reuses connections
@@ -58,11 +64,12 @@ func newClient(cfg Config) *client {
 		tr.MaxIdleConnsPerHost = cfg.Concurrency + 8
 		hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	}
-	return &client{http: hc, orderURL: cfg.OrderURL, stockURL: cfg.StockURL, payURL: cfg.PaymentURL, secret: []byte(cfg.SandboxSecret)}
+	return NewClient(hc, cfg.OrderURL, cfg.StockURL, cfg.PaymentURL, cfg.SandboxSecret)
 }
 
-// do sends body (nil, raw []byte, or a value to marshal) and decodes a 2xx answer into out.
-func (c *client) do(ctx context.Context, op, method, u string, body any, headers map[string]string, out any) (int, error) {
+// Do sends body (nil, raw []byte, or a value to marshal) to the absolute URL u and decodes a
+// 2xx answer into out; any other answer is an *APIError. op names the call in errors.
+func (c *Client) Do(ctx context.Context, op, method, u string, body any, headers map[string]string, out any) (int, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -95,7 +102,7 @@ func (c *client) do(ctx context.Context, op, method, u string, body any, headers
 		return resp.StatusCode, fmt.Errorf("%s: read body: %w", op, err)
 	}
 	if resp.StatusCode >= 300 {
-		ae := &apiError{Op: op, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw))}
+		ae := &APIError{Op: op, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw))}
 		var e struct {
 			Error struct {
 				Code string `json:"code"`
@@ -131,14 +138,16 @@ type SKUFigures struct {
 	Incoming  int64  `json:"incoming"`
 }
 
-func (c *client) createSKU(ctx context.Context, sku string, onHand int64) error {
-	_, err := c.do(ctx, "create sku "+sku, http.MethodPost, c.stockURL+"/v1/skus", map[string]any{"sku": sku, "on_hand": onHand}, nil, nil)
+// CreateSKU creates sku with onHand units; an existing SKU is an *APIError with Status 409.
+func (c *Client) CreateSKU(ctx context.Context, sku string, onHand int64) error {
+	_, err := c.Do(ctx, "create sku "+sku, http.MethodPost, c.stockURL+"/v1/skus", map[string]any{"sku": sku, "on_hand": onHand}, nil, nil)
 	return err
 }
 
-func (c *client) sku(ctx context.Context, sku string) (SKUFigures, error) {
+// SKU reads the SKU's quantities.
+func (c *Client) SKU(ctx context.Context, sku string) (SKUFigures, error) {
 	var f SKUFigures
-	_, err := c.do(ctx, "get sku "+sku, http.MethodGet, c.stockURL+"/v1/skus/"+url.PathEscape(sku), nil, nil, &f)
+	_, err := c.Do(ctx, "get sku "+sku, http.MethodGet, c.stockURL+"/v1/skus/"+url.PathEscape(sku), nil, nil, &f)
 	return f, err
 }
 
@@ -161,7 +170,7 @@ type figures struct {
 }
 
 // ledger pages through the SKU's whole ledger, oldest first.
-func (c *client) ledger(ctx context.Context, sku string) ([]ledgerEntry, error) {
+func (c *Client) ledger(ctx context.Context, sku string) ([]ledgerEntry, error) {
 	var all []ledgerEntry
 	after := int64(0)
 	for {
@@ -170,7 +179,7 @@ func (c *client) ledger(ctx context.Context, sku string) ([]ledgerEntry, error) 
 			NextAfter int64         `json:"next_after"`
 		}
 		u := fmt.Sprintf("%s/v1/skus/%s/ledger?after=%d&limit=1000", c.stockURL, url.PathEscape(sku), after)
-		if _, err := c.do(ctx, "read ledger", http.MethodGet, u, nil, nil, &page); err != nil {
+		if _, err := c.Do(ctx, "read ledger", http.MethodGet, u, nil, nil, &page); err != nil {
 			return all, err
 		}
 		all = append(all, page.Entries...)
@@ -181,14 +190,16 @@ func (c *client) ledger(ctx context.Context, sku string) ([]ledgerEntry, error) 
 	}
 }
 
-type verifyReport struct {
+// VerifyReport is POST /v1/admin/verify: whether the ledger folds to every summary.
+type VerifyReport struct {
 	Consistent  bool             `json:"consistent"`
 	Differences []map[string]any `json:"differences"`
 }
 
-func (c *client) verify(ctx context.Context) (verifyReport, error) {
-	var v verifyReport
-	_, err := c.do(ctx, "verify", http.MethodPost, c.stockURL+"/v1/admin/verify", nil, nil, &v)
+// Verify asks the stock service to fold its ledger against the summaries.
+func (c *Client) Verify(ctx context.Context) (VerifyReport, error) {
+	var v VerifyReport
+	_, err := c.Do(ctx, "verify", http.MethodPost, c.stockURL+"/v1/admin/verify", nil, nil, &v)
 	return v, err
 }
 
@@ -197,9 +208,9 @@ type overdue struct {
 	Orders []string `json:"orders"`
 }
 
-func (c *client) overdueLocks(ctx context.Context, grace time.Duration) (overdue, error) {
+func (c *Client) overdueLocks(ctx context.Context, grace time.Duration) (overdue, error) {
 	var o overdue
-	_, err := c.do(ctx, "overdue locks", http.MethodGet, c.stockURL+"/v1/admin/overdue-locks?grace="+grace.String(), nil, nil, &o)
+	_, err := c.Do(ctx, "overdue locks", http.MethodGet, c.stockURL+"/v1/admin/overdue-locks?grace="+grace.String(), nil, nil, &o)
 	return o, err
 }
 
@@ -209,8 +220,8 @@ type orderItem struct {
 	UnitPrice int64  `json:"unit_price"`
 }
 
-// orderView is GET /v1/orders/{id}, with only the fields the simulator reads.
-type orderView struct {
+// OrderView is GET /v1/orders/{id}, with only the fields the simulator and the load test read.
+type OrderView struct {
 	OrderID   string    `json:"order_id"`
 	Status    string    `json:"status"`
 	Total     int64     `json:"total"`
@@ -221,31 +232,32 @@ type orderView struct {
 	} `json:"history"`
 }
 
-func (c *client) placeOrder(ctx context.Context, key, buyer string, items []orderItem, timeout time.Duration) (orderView, error) {
-	var o orderView
+func (c *Client) placeOrder(ctx context.Context, key, buyer string, items []orderItem, timeout time.Duration) (OrderView, error) {
+	var o OrderView
 	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout.String()}
-	_, err := c.do(ctx, "place order", http.MethodPost, c.orderURL+"/v1/orders", body, map[string]string{"Idempotency-Key": key}, &o)
+	_, err := c.Do(ctx, "place order", http.MethodPost, c.orderURL+"/v1/orders", body, map[string]string{"Idempotency-Key": key}, &o)
 	return o, err
 }
 
-func (c *client) order(ctx context.Context, id string) (orderView, error) {
-	var o orderView
-	_, err := c.do(ctx, "get order "+id, http.MethodGet, c.orderURL+"/v1/orders/"+url.PathEscape(id), nil, nil, &o)
+// Order reads an order with its history.
+func (c *Client) Order(ctx context.Context, id string) (OrderView, error) {
+	var o OrderView
+	_, err := c.Do(ctx, "get order "+id, http.MethodGet, c.orderURL+"/v1/orders/"+url.PathEscape(id), nil, nil, &o)
 	return o, err
 }
 
-func (c *client) cancel(ctx context.Context, id string) error {
-	_, err := c.do(ctx, "cancel order "+id, http.MethodPost, c.orderURL+"/v1/orders/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
+func (c *Client) cancel(ctx context.Context, id string) error {
+	_, err := c.Do(ctx, "cancel order "+id, http.MethodPost, c.orderURL+"/v1/orders/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
 	return err
 }
 
 // pay posts a signed sandbox provider callback for the order, as a payment provider would.
-func (c *client) pay(ctx context.Context, orderID, txn string, amount int64) error {
+func (c *Client) pay(ctx context.Context, orderID, txn string, amount int64) error {
 	raw, err := json.Marshal(map[string]any{"provider_txn_id": txn, "order_id": orderID, "amount": amount, "currency": "CNY", "status": "succeeded"})
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, "pay order "+orderID, http.MethodPost, c.payURL+"/v1/callbacks/sandbox", raw,
+	_, err = c.Do(ctx, "pay order "+orderID, http.MethodPost, c.payURL+"/v1/callbacks/sandbox", raw,
 		map[string]string{"X-Sandbox-Signature": Sign(raw, c.secret)}, nil)
 	return err
 }

@@ -177,7 +177,7 @@ type orderRecord struct {
 	expiresAt time.Time
 }
 
-func (r *orderRecord) observe(o orderView) {
+func (r *orderRecord) observe(o OrderView) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status = o.Status
@@ -211,7 +211,7 @@ func (r *orderRecord) snapshot() (status string, history []string, expires time.
 
 type sim struct {
 	cfg   Config
-	c     *client
+	c     *Client
 	sku   string
 	runID string
 	start time.Time
@@ -248,7 +248,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	s.logf("flash sale %s: %d units, %d buyers, concurrency %d, payment timeout %s, arrivals over %s",
 		s.sku, cfg.Units, cfg.Buyers, cfg.Concurrency, cfg.PaymentTimeout, cfg.ArrivalWindow)
-	if err := s.c.createSKU(ctx, s.sku, cfg.Units); err != nil {
+	if err := s.c.CreateSKU(ctx, s.sku, cfg.Units); err != nil {
 		return nil, fmt.Errorf("flash sale: %w", err)
 	}
 	s.start = time.Now()
@@ -357,7 +357,7 @@ func (s *sim) attempt(ctx context.Context, buyer, attempt int, rng *mrand.Rand) 
 	key := fmt.Sprintf("fs-%s-%d-%d", s.runID, buyer, attempt)
 	items := []orderItem{{SKU: s.sku, Qty: qty, UnitPrice: cfg.UnitPrice}}
 
-	var o orderView
+	var o OrderView
 	placed := time.Now()
 	// Retrying with the same Idempotency-Key returns the same order, never a second one.
 	err := s.retry(ctx, placed.Add(cfg.SettleTimeout), func() error {
@@ -405,7 +405,7 @@ func (s *sim) attempt(ctx context.Context, buyer, attempt int, rng *mrand.Rand) 
 			return o.Status
 		}
 		err := s.retry(ctx, deadline.Add(cfg.SettleTimeout/2), func() error { return s.c.cancel(ctx, rec.ID) })
-		var ae *apiError
+		var ae *APIError
 		switch {
 		case err == nil:
 			rec.CancelOK = true
@@ -458,16 +458,16 @@ func (s *sim) retry(ctx context.Context, until time.Time, f func() error) error 
 // waitFor polls the order until done(status) holds or until passes, backing off from first
 // to two seconds between polls (thousands of buyers polling faster take CPU from the system
 // under test). It returns the last view it got.
-func (s *sim) waitFor(ctx context.Context, rec *orderRecord, done func(string) bool, first time.Duration, until time.Time) (orderView, error) {
+func (s *sim) waitFor(ctx context.Context, rec *orderRecord, done func(string) bool, first time.Duration, until time.Time) (OrderView, error) {
 	wait := first
-	var last orderView
+	var last OrderView
 	last.Status, _, _ = rec.snapshot()
 	for {
 		if !sleepUntil(ctx, time.Now().Add(wait)) {
 			return last, ctx.Err()
 		}
 		err := s.call(ctx, func() error {
-			o, err := s.c.order(ctx, rec.ID)
+			o, err := s.c.Order(ctx, rec.ID)
 			if err == nil {
 				last = o
 				rec.observe(o)
@@ -553,7 +553,7 @@ func (s *sim) sample(ctx context.Context) {
 }
 
 func (s *sim) takeSample(ctx context.Context) {
-	f, err := s.c.sku(ctx, s.sku)
+	f, err := s.c.SKU(ctx, s.sku)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.fail(err)

@@ -169,7 +169,7 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 	var ledger []ledgerEntry
 	var ledgerErr error
 	for try := 0; try < 5; try++ {
-		before, err := s.c.sku(ctx, s.sku)
+		before, err := s.c.SKU(ctx, s.sku)
 		if err != nil {
 			ledgerErr = err
 			continue
@@ -178,7 +178,7 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 		if ledgerErr != nil {
 			continue
 		}
-		if r.Final, err = s.c.sku(ctx, s.sku); err != nil {
+		if r.Final, err = s.c.SKU(ctx, s.sku); err != nil {
 			ledgerErr = err
 			continue
 		}
@@ -201,7 +201,7 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 		r.LedgerFold.Sold += e.After.Sold - e.Before.Sold
 		r.LedgerFold.Incoming += e.After.Incoming - e.Before.Incoming
 	}
-	v, err := s.c.verify(ctx)
+	v, err := s.c.Verify(ctx)
 	if err != nil {
 		s.fail(err)
 	}

@@ -6,6 +6,7 @@
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
 //	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
 //	stockflow demo [flags]       up, then how to try it by hand, then a flash sale with its report
+//	stockflow loadtest [flags]   POST /v1/orders at a fixed rate (vegeta) on the running system, then its figures
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
 // throwaway cluster and the pinned nats-server run under the git-ignored .run/ folder on ports
@@ -41,7 +42,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg|flashsale|demo")
+		return errors.New("usage: stockflow up|down|status|pg|flashsale|demo|loadtest")
 	}
 	if args[0] == "flashsale" {
 		// Needs no repository: it drives any deployment through its public APIs.
@@ -83,8 +84,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return launcher.Status(o, stdout)
 	case "demo":
 		return demo(ctx, o, args[1:], getenv, stdout, stderr)
+	case "loadtest":
+		return loadTest(ctx, o, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg, flashsale, demo)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, flashsale, demo, loadtest)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {

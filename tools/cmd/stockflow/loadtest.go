@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stockflow/stockflow/tools/launcher"
+	"github.com/stockflow/stockflow/tools/loadtest"
+	"github.com/stockflow/stockflow/tools/machine"
+)
+
+// loadTest is `stockflow loadtest`: vegeta against the running system's POST /v1/orders, then
+// the report with this machine's CPU and PostgreSQL settings. The stock service's pid comes
+// from the launcher's pid file, for its peak RSS. A failed correctness check exits 1; a missed
+// target does not (the report says so).
+func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, stderr io.Writer) error {
+	cfg := loadtest.Default()
+	fs := flag.NewFlagSet("stockflow loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("loadtest: unexpected arguments %q", fs.Args())
+	}
+	if cfg.StockPID == 0 {
+		if b, err := os.ReadFile(filepath.Join(o.RunDir, "pids", "stock.pid")); err == nil {
+			cfg.StockPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	rep, err := loadtest.Run(ctx, cfg, stderr)
+	if rep == nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	machine.WriteHost(stdout)
+	// The system is up, so this finds its server and starts nothing.
+	if url, perr := launcher.EnsurePostgres(ctx, o); perr != nil {
+		fmt.Fprintln(stdout, "postgres: settings not read:", perr)
+	} else if perr := machine.WritePostgres(ctx, stdout, url); perr != nil {
+		fmt.Fprintln(stdout, "postgres:", perr)
+	}
+	if werr := rep.WriteText(stdout); werr != nil {
+		return werr
+	}
+	if err == nil && rep.Failed() {
+		err = errors.New("loadtest: a correctness check failed")
+	}
+	return err
+}

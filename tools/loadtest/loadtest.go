@@ -1,0 +1,308 @@
+// Package loadtest drives a running stockflow through POST /v1/orders at a fixed rate with the
+// vegeta load generator, on one hot SKU with stock for every order, and reports what it
+// measured: orders accepted per second, answers by status, the time from POST to
+// awaiting_payment (the order's own history against vegeta's request time), the stock
+// service's peak RSS, and whether the stock still adds up.
+//
+// All of it goes through the public APIs (tools/flashsale's client), so it works against any
+// deployment by URL; only the peak RSS needs the stock process on this machine.
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/stockflow/stockflow/tools/flashsale"
+)
+
+// Config is one load test. Default returns issue 5's: 3,000 orders/s for 60 s.
+type Config struct {
+	OrderURL string // order service base URL
+	StockURL string // stock service base URL
+
+	Rate     int           // POST /v1/orders per second, held by vegeta's constant pacer
+	Duration time.Duration // how long to attack
+	SKU      string        // the hot SKU; empty: LOAD-<random>, created for this run
+	Units    int64         // units the SKU must have available first (created or restocked); 0: Rate × Duration, one per order
+
+	Timeout    time.Duration // per request
+	MaxWorkers uint64        // most requests in flight; a saturated system then gets fewer than Rate (reported)
+	Grace      time.Duration // after the attack, how long orders may take to leave pending
+	StockPID   int           // the stock service's process, for its peak RSS; 0: not measured
+}
+
+// Default returns issue 5's load: 3,000 orders/s for 60 s.
+func Default() Config {
+	return Config{
+		OrderURL: "http://127.0.0.1:8081", StockURL: "http://127.0.0.1:8082",
+		Rate: 3000, Duration: 60 * time.Second,
+		Timeout: 30 * time.Second, MaxWorkers: 2000, Grace: 60 * time.Second,
+	}
+}
+
+// RegisterFlags binds c's fields to flags on fs, with c's current values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.OrderURL, "order-url", c.OrderURL, "order service base URL")
+	fs.StringVar(&c.StockURL, "stock-url", c.StockURL, "stock service base URL")
+	fs.IntVar(&c.Rate, "rate", c.Rate, "POST /v1/orders per second")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long to send orders")
+	fs.StringVar(&c.SKU, "sku", c.SKU, "hot SKU, created or restocked (default LOAD-<random>)")
+	fs.Int64Var(&c.Units, "units", c.Units, "units available on the SKU before the attack (0: rate × duration)")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout")
+	fs.Uint64Var(&c.MaxWorkers, "max-workers", c.MaxWorkers, "most requests in flight")
+	fs.DurationVar(&c.Grace, "grace", c.Grace, "after the attack, how long orders may take to reach awaiting_payment")
+	fs.IntVar(&c.StockPID, "stock-pid", c.StockPID, "stock service pid for its peak RSS (default: from .run/pids)")
+}
+
+// Validate reports the first unusable field.
+func (c Config) Validate() error {
+	switch {
+	case c.OrderURL == "" || c.StockURL == "":
+		return errors.New("order and stock URLs are required")
+	case c.Rate < 1 || c.Duration < time.Second:
+		return errors.New("rate must be >= 1 and duration >= 1s")
+	case c.Units < 0 || c.Timeout <= 0 || c.Grace < 0 || c.MaxWorkers < 1:
+		return errors.New("units and grace must be >= 0, timeout and max-workers > 0")
+	}
+	return nil
+}
+
+// paymentTimeout outlives any run, so no lock is released while the test counts them.
+const paymentTimeout = "30m"
+
+// Run sends the orders, waits up to Grace for them to leave pending, and measures. Progress
+// goes to progress (nil: none). The report is returned whenever the attack ran; its Checks
+// say whether the stock added up.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	if cfg.Units == 0 {
+		cfg.Units = int64(cfg.Rate) * int64(cfg.Duration/time.Second)
+	}
+	runID := randomHex(4)
+	if cfg.SKU == "" {
+		cfg.SKU = "LOAD-" + runID
+	}
+	c := flashsale.NewClient(&http.Client{Timeout: 30 * time.Second}, cfg.OrderURL, cfg.StockURL, "", "")
+	if err := ensureStock(ctx, c, cfg, runID); err != nil {
+		return nil, err
+	}
+	r := &Report{Config: cfg, Buyer: "load-" + runID, Codes: map[int]int{}, ByStatus: map[string]int{}}
+	var err error
+	if r.Before, err = c.SKU(ctx, cfg.SKU); err != nil {
+		return nil, err
+	}
+	r.RSSReset = resetPeakRSS(cfg.StockPID) == nil
+
+	fmt.Fprintf(progress, "loadtest: %d orders/s for %s on %s (%d available)\n", cfg.Rate, cfg.Duration, cfg.SKU, r.Before.Available)
+	accepted := attack(ctx, cfg, r, runID, progress)
+
+	fmt.Fprintf(progress, "loadtest: waiting up to %s for %d orders to leave pending\n", cfg.Grace, len(accepted))
+	orders, err := settle(ctx, c, cfg, r, len(accepted))
+	if err != nil {
+		return r, err
+	}
+	r.tally(accepted, orders)
+	if r.After, err = c.SKU(ctx, cfg.SKU); err != nil {
+		return r, err
+	}
+	r.PeakRSS, r.RSSErr = peakRSS(cfg.StockPID)
+	v, err := c.Verify(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.check(v)
+	return r, nil
+}
+
+// ensureStock creates the SKU with Units, or tops an existing one up to Units available
+// through a purchase and its receipt.
+func ensureStock(ctx context.Context, c *flashsale.Client, cfg Config, runID string) error {
+	err := c.CreateSKU(ctx, cfg.SKU, cfg.Units)
+	var ae *flashsale.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+		return err
+	}
+	f, err := c.SKU(ctx, cfg.SKU)
+	if err != nil || f.Available >= cfg.Units {
+		return err
+	}
+	qty := map[string]int64{"qty": cfg.Units - f.Available}
+	key := map[string]string{"Idempotency-Key": "loadtest-" + runID}
+	for _, step := range []string{"purchases", "receipts"} {
+		u := cfg.StockURL + "/v1/skus/" + url.PathEscape(cfg.SKU) + "/" + step
+		if _, err := c.Do(ctx, "restock "+cfg.SKU, http.MethodPost, u, qty, key, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attack runs vegeta and returns the accepted orders' ids with the time each POST was sent.
+func attack(ctx context.Context, cfg Config, r *Report, runID string, progress io.Writer) map[string]time.Time {
+	body, _ := json.Marshal(map[string]any{
+		"buyer_id": r.Buyer, "currency": "CNY", "payment_timeout": paymentTimeout,
+		"items": []map[string]any{{"sku": cfg.SKU, "qty": 1, "unit_price": 100}},
+	})
+	var seq atomic.Uint64
+	targeter := func(t *vegeta.Target) error {
+		t.Method, t.URL, t.Body = http.MethodPost, cfg.OrderURL+"/v1/orders", body
+		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("%s-%d", runID, seq.Add(1))}}
+		return nil
+	}
+	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.MaxWorkers(cfg.MaxWorkers), vegeta.MaxBody(64<<10))
+	results := atk.Attack(targeter, vegeta.Rate{Freq: cfg.Rate, Per: time.Second}, cfg.Duration, "orders")
+	stop := context.AfterFunc(ctx, func() { atk.Stop() })
+	defer stop()
+
+	accepted := map[string]time.Time{}
+	var m vegeta.Metrics
+	errs := map[string]bool{}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for res := range results {
+		m.Add(res)
+		r.Codes[int(res.Code)]++
+		if res.Code/100 == 2 {
+			var o struct {
+				OrderID string `json:"order_id"`
+			}
+			if err := json.Unmarshal(res.Body, &o); err == nil && o.OrderID != "" {
+				accepted[o.OrderID] = res.Timestamp
+			}
+		} else if res.Error != "" && !errs[res.Error] && len(errs) < 5 {
+			errs[res.Error] = true
+			r.Errors = append(r.Errors, res.Error)
+		}
+		select {
+		case <-tick.C:
+			fmt.Fprintf(progress, "  %4.0fs: sent %d, accepted %d\n", time.Since(m.Earliest).Seconds(), m.Requests, len(accepted))
+		default:
+		}
+	}
+	m.Close()
+	r.Sent, r.SentRate = int(m.Requests), m.Rate
+	r.Elapsed = m.Duration + m.Wait
+	r.Accepted = len(accepted)
+	r.PostP50, r.PostP99 = m.Latencies.P50, m.Latencies.P99
+	return accepted
+}
+
+// listedOrder is one order of the run's buyer, as GET /v1/orders?buyer_id= lists it.
+type listedOrder = flashsale.OrderView
+
+// settle waits until the stock service has locked every accepted order or Grace passes, then
+// lists the buyer's orders until none is pending or Grace has passed.
+func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, accepted int) ([]listedOrder, error) {
+	deadline := time.Now().Add(cfg.Grace)
+	for time.Now().Before(deadline) {
+		f, err := c.SKU(ctx, cfg.SKU)
+		if err != nil {
+			return nil, err
+		}
+		if f.Locked-r.Before.Locked >= int64(accepted) {
+			break
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	for {
+		orders, err := list(ctx, c, cfg.OrderURL, r.Buyer)
+		if err != nil {
+			return nil, err
+		}
+		pending := 0
+		for _, o := range orders {
+			if o.Status == "pending" {
+				pending++
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) || !sleep(ctx, time.Second) {
+			r.Settled = time.Now()
+			return orders, ctx.Err()
+		}
+	}
+}
+
+// list pages through all of a buyer's orders.
+func list(ctx context.Context, c *flashsale.Client, orderURL, buyer string) ([]listedOrder, error) {
+	var all []listedOrder
+	before := ""
+	for {
+		var page struct {
+			Orders     []listedOrder `json:"orders"`
+			NextBefore string        `json:"next_before"`
+		}
+		u := orderURL + "/v1/orders?limit=100&buyer_id=" + url.QueryEscape(buyer) + "&before=" + url.QueryEscape(before)
+		if _, err := c.Do(ctx, "list orders", http.MethodGet, u, nil, nil, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page.Orders...)
+		if page.NextBefore == "" {
+			return all, nil
+		}
+		before = page.NextBefore
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// resetPeakRSS sets the process's VmHWM back to its current RSS (clear_refs 5, Linux ≥ 4.0),
+// so the peak read afterwards is this run's.
+func resetPeakRSS(pid int) error {
+	if pid == 0 {
+		return errors.New("no pid")
+	}
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// peakRSS is VmHWM of /proc/<pid>/status, in bytes.
+func peakRSS(pid int) (int64, error) {
+	if pid == 0 {
+		return 0, errors.New("stock pid unknown")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			_, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
