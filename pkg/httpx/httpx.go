@@ -151,3 +151,29 @@ func NotFound(mux *http.ServeMux) {
 		WriteError(w, &Error{Status: http.StatusNotFound, Code: "route_not_found", Message: "no such route"})
 	})
 }
+
+// GetJSON fetches url with client and decodes a 200 response's JSON body into dst. It returns
+// the status code; a status other than 200 is not an error (the caller decides what a 404
+// means), a transport failure or an undecodable 200 body is.
+func GetJSON(ctx context.Context, client *http.Client, url string, dst any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("get %s: read body: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return resp.StatusCode, fmt.Errorf("get %s: decode: %w", url, err)
+	}
+	return resp.StatusCode, nil
+}

@@ -39,6 +39,20 @@ type Base struct {
 	ConsumerWorkers int `env:"CONSUMER_WORKERS" envDefault:"8"`
 	// RelayBatch is how many outbox rows the relay publishes per round trip.
 	RelayBatch int `env:"OUTBOX_RELAY_BATCH" envDefault:"256"`
+	// ReconcileMode is how scheduled reconciliation runs treat what they find: repair (fix it
+	// through the normal use cases; the point of the schedule) or check (report only).
+	ReconcileMode string `env:"RECONCILE_MODE" envDefault:"repair"`
+	// ReconcileCheckOnly names jobs (comma-separated) whose scheduled runs only check, even
+	// when ReconcileMode is repair; say ledger_summary while a ledger fault is investigated.
+	ReconcileCheckOnly []string `env:"RECONCILE_CHECK_ONLY" envSeparator:","`
+	// ReconcileOutboxInterval is how often the outbox job runs (0: never on a schedule).
+	ReconcileOutboxInterval time.Duration `env:"RECONCILE_OUTBOX_INTERVAL" envDefault:"1m"`
+	// ReconcileOutboxAge is how long an outbox row may stay unpublished before the outbox
+	// job reports it (and, repairing, publishes it).
+	ReconcileOutboxAge time.Duration `env:"RECONCILE_OUTBOX_AGE" envDefault:"1m"`
+	// ReconcileLagMax is how many messages a consumer may be behind before the outbox job
+	// reports it.
+	ReconcileLagMax int `env:"RECONCILE_CONSUMER_LAG_MAX" envDefault:"1000"`
 }
 
 // Validate reports the first setting that cannot work.
@@ -64,6 +78,12 @@ func (b Base) Validate() error {
 	}
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
+	}
+	if b.ReconcileMode != "check" && b.ReconcileMode != "repair" {
+		errs = append(errs, errors.New("RECONCILE_MODE must be check or repair"))
+	}
+	if b.ReconcileOutboxInterval < 0 || b.ReconcileOutboxAge < 0 || b.ReconcileLagMax < 0 {
+		errs = append(errs, errors.New("RECONCILE_OUTBOX_INTERVAL, RECONCILE_OUTBOX_AGE and RECONCILE_CONSUMER_LAG_MAX must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/telemetry"
 )
 
@@ -39,12 +40,15 @@ type Consumer struct {
 	Handle natsx.Handler
 }
 
-// Parts are what a service contributes: its API, its consumers and its background loops
-// (sweepers, schedulers), each loop running until its context ends.
+// Parts are what a service contributes: its API, its consumers, its background loops
+// (sweepers, schedulers), each loop running until its context ends, and its reconciliation
+// jobs (pkg/service adds the outbox-and-consumers job every service has, serves them under
+// /v1/admin/reconcile, runs them on their schedules and as the reconcile subcommand).
 type Parts struct {
 	Handler   http.Handler
 	Consumers []Consumer
 	Loops     []func(context.Context) error
+	Jobs      []reconcile.Job
 }
 
 // Spec describes one service to Main.
@@ -59,7 +63,9 @@ type Spec struct {
 	Commands map[string]func(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error
 }
 
-// Main runs the subcommand in args: serve (the default), migrate, or one of spec.Commands.
+// Main runs the subcommand in args: serve (the default), migrate, reconcile <job|all>
+// [--repair] (print the JSON report of each run; exit 1 when a run fails), or one of
+// spec.Commands.
 func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: spec.Base.LogLevel})).With("service", spec.Name)
 	if err := spec.Base.Validate(); err != nil {
@@ -81,10 +87,12 @@ func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error
 		pool.Close()
 		fmt.Fprintf(stdout, "%s: migrations applied\n", spec.Name)
 		return nil
+	case "reconcile":
+		return reconcileCommand(ctx, spec, log, args[1:], stdout)
 	}
 	run, ok := spec.Commands[cmd]
 	if !ok {
-		return fmt.Errorf("unknown command %q (serve, migrate%s)", cmd, commandNames(spec.Commands))
+		return fmt.Errorf("unknown command %q (serve, migrate, reconcile%s)", cmd, commandNames(spec.Commands))
 	}
 	pool, err := openDB(ctx, spec, false)
 	if err != nil {
@@ -102,9 +110,9 @@ func commandNames(cmds map[string]func(context.Context, *pgxpool.Pool, io.Writer
 	return s
 }
 
-// Schemas returns the service's schemas with the shared outbox and inbox schemas.
+// Schemas returns the service's schemas with the shared outbox, inbox and reconcile schemas.
 func Schemas(own ...postgres.Schema) []postgres.Schema {
-	return append(append([]postgres.Schema{}, own...), outbox.Schema, inbox.Schema)
+	return append(append([]postgres.Schema{}, own...), outbox.Schema, inbox.Schema, reconcile.Schema)
 }
 
 func openDB(ctx context.Context, spec Spec, migrate bool) (*pgxpool.Pool, error) {
@@ -158,17 +166,24 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		return fmt.Errorf("wire %s: %w", spec.Name, err)
 	}
 
+	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{BatchSize: spec.Base.RelayBatch, Logger: log})
+	runner, err := newRunner(spec, deps, parts, relay)
+	if err != nil {
+		return err
+	}
+	parts.Loops = append(parts.Loops, runner.Loops(reconcile.Mode(spec.Base.ReconcileMode), spec.Base.ReconcileCheckOnly)...)
+
 	lis, err := net.Listen("tcp", spec.Base.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", spec.Base.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: telemetry.HTTPHandler(parts.Handler, spec.Name), ReadHeaderTimeout: 5 * time.Second}
+	handler := reconcile.Mount(parts.Handler, runner, log)
+	srv := &http.Server{Handler: telemetry.HTTPHandler(handler, spec.Name), ReadHeaderTimeout: 5 * time.Second}
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2+len(parts.Loops))
-	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{BatchSize: spec.Base.RelayBatch, Logger: log})
 	report := func(err error) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			errc <- err
