@@ -1,7 +1,8 @@
 // Command stock runs the stock service: SKU quantities, locks, the ledger, and the consumers
 // that lock, sell and release stock for orders. Subcommands: serve (default), migrate, verify
-// (fold the ledger, compare with the summaries, exit 1 on any difference) and rebuild
-// (recompute the summaries from the ledger).
+// (fold the ledger, compare with the summaries, exit 1 on any difference), rebuild
+// (recompute the summaries from the ledger) and reconcile <job|all> [--repair] (the
+// reconciliation jobs: overdue_locks, orphan_locks, ledger_summary, outbox).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/consumers"
 	"github.com/stockflow/stockflow/services/stock/internal/httpapi"
 	stockpg "github.com/stockflow/stockflow/services/stock/internal/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/reconcile"
 )
 
 func main() { service.Command("stock", run) }
@@ -38,6 +40,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 			return service.Parts{
 				Handler:   httpapi.Handler(svc, d.Log, d.Ready),
 				Consumers: consumers.All(svc),
+				Jobs:      reconcile.Jobs(svc, cfg, reconcile.NewOrderClient()),
 			}, nil
 		},
 		Commands: map[string]func(context.Context, *pgxpool.Pool, io.Writer) error{

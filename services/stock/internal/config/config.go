@@ -2,12 +2,36 @@
 package config
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
 	"github.com/stockflow/stockflow/pkg/service"
 )
 
 // Config is every setting of the stock service.
 type Config struct {
 	service.Base
+	// OrderURL is the order service's HTTP API, which the orphan-lock job asks whether a
+	// lock's order exists and is still open.
+	OrderURL string `env:"STOCK_ORDER_URL" envDefault:"http://127.0.0.1:8081"`
+	// OverdueLocksInterval is how often the overdue-lock job releases locks still held past
+	// their deadline (the sweep behind the timeout service's scheduled messages); 0: off.
+	OverdueLocksInterval time.Duration `env:"RECONCILE_OVERDUE_LOCKS_INTERVAL" envDefault:"30s"`
+	// OverdueLocksGrace is how long past its deadline a lock must be for that job: the
+	// timeout service normally releases it first (at the deadline, its sweeper within 5 s).
+	OverdueLocksGrace time.Duration `env:"RECONCILE_OVERDUE_LOCKS_GRACE" envDefault:"10s"`
+	// OrphanLocksInterval is how often the orphan-lock job releases locks whose order does
+	// not exist or is closed, cancelled or rejected at the order service; 0: off.
+	OrphanLocksInterval time.Duration `env:"RECONCILE_ORPHAN_LOCKS_INTERVAL" envDefault:"5m"`
+	// OrphanLocksAge is how old a lock must be before that job asks about its order.
+	OrphanLocksAge time.Duration `env:"RECONCILE_ORPHAN_LOCKS_AGE" envDefault:"1m"`
+	// LedgerInterval is how often the ledger-summary job compares every SKU's summary with
+	// the fold of its ledger (repair: rebuild the summary from the ledger); 0: off.
+	LedgerInterval time.Duration `env:"RECONCILE_LEDGER_INTERVAL" envDefault:"10m"`
+	// ReconcileBatch is how many orders one run of a lock job handles at most.
+	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
 }
 
 // Load reads the configuration from environ (os.Environ form) over the service's defaults.
@@ -18,4 +42,22 @@ func Load(environ []string) (Config, error) {
 	}
 	cfg.Default("127.0.0.1:8082", "postgres://postgres@127.0.0.1:5432/stockflow_stock")
 	return cfg, cfg.Validate()
+}
+
+// Validate reports every setting that cannot work, joined.
+func (c Config) Validate() error {
+	errs := []error{c.Base.Validate()}
+	if u, err := url.Parse(c.OrderURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("STOCK_ORDER_URL %q must be an http(s) URL", c.OrderURL))
+	}
+	for name, d := range map[string]time.Duration{"RECONCILE_OVERDUE_LOCKS_INTERVAL": c.OverdueLocksInterval, "RECONCILE_OVERDUE_LOCKS_GRACE": c.OverdueLocksGrace,
+		"RECONCILE_ORPHAN_LOCKS_INTERVAL": c.OrphanLocksInterval, "RECONCILE_ORPHAN_LOCKS_AGE": c.OrphanLocksAge, "RECONCILE_LEDGER_INTERVAL": c.LedgerInterval} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
+		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -36,6 +37,7 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	route("POST /v1/adjustments/{id}/reject", decideAdjustment(svc, false), decodeAdjustmentID)
 	route("POST /v1/internal/locks", lockOrder(svc), decodeLock)
 	route("GET /v1/internal/orders/{id}/locks", orderLocks(svc), decodeOrderPath)
+	route("GET /v1/internal/orders/{id}", orderOutcome(svc), decodeOrderPath)
 	route("POST /v1/internal/orders/{id}/sell", sellOrder(svc), decodeSell)
 	route("POST /v1/internal/orders/{id}/ship", resolveOrder(svc.ShipOrder), decodeOrderPath)
 	route("POST /v1/internal/orders/{id}/refund", resolveOrder(svc.RefundOrder), decodeOrderPath)
@@ -543,6 +545,36 @@ func orderLocks(svc *app.Service) endpoint.Endpoint {
 			Locks   []lockView `json:"locks"`
 		}{OrderID: req.orderID}
 		for _, l := range locks {
+			out.Locks = append(out.Locks, lockView{SKU: l.SKU(), Qty: l.Qty().Int64(), State: string(l.State()), Deadline: l.Deadline()})
+		}
+		return out, nil
+	}
+}
+
+// orderOutcome is what stock knows of an order — its lock outcome, the payment that sold it
+// and its locks — for the other services' reconciliation jobs (paid but not sold, stuck
+// orders). 404 order_not_found when stock never saw the order.
+func orderOutcome(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(orderRequest)
+		o, err := svc.Store().GetOrderOutcome(ctx, req.orderID)
+		if errors.Is(err, stock.ErrOrderUnknown) {
+			return nil, httpx.Errorf(http.StatusNotFound, "order_not_found", "stock has no record of order %s", req.orderID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := struct {
+			OrderID      string     `json:"order_id"`
+			Outcome      string     `json:"outcome"`
+			RejectReason string     `json:"reject_reason,omitempty"`
+			RejectSKU    string     `json:"reject_sku,omitempty"`
+			PaidBy       string     `json:"paid_by,omitempty"`
+			Deadline     time.Time  `json:"deadline"`
+			Locks        []lockView `json:"locks"`
+		}{OrderID: o.OrderID, Outcome: o.Outcome, RejectReason: o.RejectReason, RejectSKU: o.RejectSKU, PaidBy: o.PaidBy,
+			Deadline: o.Deadline, Locks: []lockView{}}
+		for _, l := range o.Locks {
 			out.Locks = append(out.Locks, lockView{SKU: l.SKU(), Qty: l.Qty().Int64(), State: string(l.State()), Deadline: l.Deadline()})
 		}
 		return out, nil

@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
+)
+
+// OrderOutcome is what stock knows of an order: the outcome of its lock request, the payment
+// that sold it, and its lock rows.
+type OrderOutcome struct {
+	OrderID      string
+	Outcome      string // locked | rejected
+	RejectReason string
+	RejectSKU    string
+	PaidBy       string // the payment that sold the locks; "" when none did
+	Deadline     time.Time
+	Locks        []*stock.Lock
+}
+
+// GetOrderOutcome reads an order's outcome; stock.ErrOrderUnknown when stock never saw it.
+func (s *Store) GetOrderOutcome(ctx context.Context, orderID string) (OrderOutcome, error) {
+	o := OrderOutcome{OrderID: orderID}
+	var reason, sku, paidBy *string
+	err := s.pool.QueryRow(ctx, `SELECT outcome, reject_reason, reject_sku, payment_id, deadline FROM order_lock WHERE order_id = $1`, orderID).
+		Scan(&o.Outcome, &reason, &sku, &paidBy, &o.Deadline)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, fmt.Errorf("order %s: %w", orderID, stock.ErrOrderUnknown)
+	}
+	if err != nil {
+		return o, fmt.Errorf("read order %s: %w", orderID, err)
+	}
+	for dst, src := range map[*string]*string{&o.RejectReason: reason, &o.RejectSKU: sku, &o.PaidBy: paidBy} {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	o.Locks, err = s.Locks(ctx, orderID)
+	return o, err
+}
+
+// HeldOrders returns up to limit orders holding locks taken before cutoff, oldest first, and
+// how many such orders there are: the candidates of the orphan-lock job.
+func (s *Store) HeldOrders(ctx context.Context, cutoff time.Time, limit int) (int, []string, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(DISTINCT order_id) FROM stock_lock WHERE state = 'locked' AND created_at < $1`, cutoff).Scan(&n); err != nil {
+		return 0, nil, fmt.Errorf("count held orders: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT order_id FROM stock_lock WHERE state = 'locked' AND created_at < $1
+		GROUP BY order_id ORDER BY min(created_at), order_id LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("list held orders: %w", err)
+	}
+	orders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, nil, fmt.Errorf("list held orders: %w", err)
+	}
+	return n, orders, nil
+}
+
+// CountSKUs returns how many SKUs there are.
+func (s *Store) CountSKUs(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sku_stock`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count skus: %w", err)
+	}
+	return n, nil
+}
