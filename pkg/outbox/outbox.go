@@ -39,11 +39,28 @@ var Schema = postgres.MigrationsSchema("outbox", migrations)
 
 // Write stores msgs in tx, to be published once tx commits, in one statement whatever their
 // number. Each message's Headers are stored with the W3C trace context of ctx added
-// (traceparent, tracestate, baggage), so consumers continue the caller's trace. A message
-// whose ID is already in the outbox is skipped: the same fact is published once.
+// (traceparent, tracestate, baggage), so consumers continue the caller's trace; a message that
+// already carries a traceparent keeps it. A message whose ID is already in the outbox is
+// skipped: the same fact is published once.
 //
 // Write returns an error for a message without ID or Subject; nothing is stored then.
 func Write(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
+	var b pgx.Batch
+	if err := Stage(ctx, &b, msgs...); err != nil {
+		return err
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("outbox write %d messages: %w", len(msgs), err)
+	}
+	return nil
+}
+
+// Stage is Write queued on b, for a caller that sends its transaction's writes in one round
+// trip: the rows are stored when b is sent inside the transaction.
+func Stage(ctx context.Context, b *pgx.Batch, msgs ...events.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -56,25 +73,24 @@ func Write(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
 			return fmt.Errorf("outbox write: message %d without id or subject", i)
 		}
 		h := make(map[string]string, len(m.Headers)+2)
+		if m.Headers["traceparent"] == "" {
+			telemetry.InjectMap(ctx, h)
+		}
 		maps.Copy(h, m.Headers)
-		telemetry.InjectMap(ctx, h)
-		b, err := json.Marshal(h)
+		hb, err := json.Marshal(h)
 		if err != nil {
 			return fmt.Errorf("outbox write %s: headers: %w", m.ID, err)
 		}
-		ids[i], subjects[i], data[i], headers[i] = m.ID, m.Subject, m.Data, string(b)
+		ids[i], subjects[i], data[i], headers[i] = m.ID, m.Subject, m.Data, string(hb)
 		if data[i] == nil {
 			data[i] = []byte{}
 		}
 	}
-	_, err := tx.Exec(ctx, `
+	b.Queue(`
 		INSERT INTO outbox (event_id, subject, data, headers)
 		SELECT e, s, d, h::jsonb FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[]) AS u(e, s, d, h)
 		ON CONFLICT (event_id) DO NOTHING`,
 		ids, subjects, data, headers)
-	if err != nil {
-		return fmt.Errorf("outbox write %d messages: %w", len(msgs), err)
-	}
 	return nil
 }
 

@@ -117,7 +117,7 @@ func (s *Service) inTx(ctx context.Context, units []*unit, fn func(tx *postgres.
 		if err := inbox.Unclaim(ctx, tx.PgxTx(), failed); err != nil {
 			return err
 		}
-		return outbox.Write(ctx, tx.PgxTx(), msgs...)
+		return outbox.Stage(ctx, tx.Staged(), msgs...)
 	})
 	if errors.Is(err, errNoneDone) {
 		return nil // each unit has its error
@@ -210,13 +210,13 @@ func combined[C, T any](key func(C) string, run func(ctx context.Context, calls 
 // Resolution is what a sell, release, ship or refund did to an order's locks.
 type Resolution struct {
 	OrderID   string
-	Applied   bool            // stock moved now
-	State     string          // the locks' state afterwards
-	Relocked  bool            // a late payment took released stock again
-	NoOp      string          // why nothing moved, when Applied is false
-	Failed    string          // a sell that could not be made (stock.sell_failed was emitted)
-	Duplicate bool            // the message had been processed before: nothing was done
-	Entries   []LedgerSummary // the ledger rows written
+	Applied   bool   // stock moved now
+	State     string // the locks' state afterwards
+	Relocked  bool   // a late payment took released stock again
+	NoOp      string // why nothing moved, when Applied is false
+	Failed    string // a sell that could not be made (stock.sell_failed was emitted)
+	Duplicate bool   // the message had been processed before: nothing was done
+	Entries   []LedgerSummary
 }
 
 // LedgerSummary names a ledger row a use case wrote.

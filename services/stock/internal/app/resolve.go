@@ -39,6 +39,7 @@ func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]com
 		units[i] = &unit{ctx: c.ctx, in: c.in}
 	}
 	out := make([]combine.Result[Resolution], len(calls))
+	written := make([][]stock.LedgerEntry, len(calls)) // their ids are known after the commit
 	err := s.inTx(ctx, units, func(tx *postgres.Tx, fresh []int) error {
 		ress := make([]Resolution, len(fresh))
 		ups := make([]postgres.LockUpdate, len(fresh))
@@ -63,8 +64,10 @@ func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]com
 				orders, payments = append(orders, c.orderID), append(payments, c.paymentID)
 			}
 			out[i].Value, units[i].events, units[i].err = *res, evs, err
+			written[i] = results[k].Entries
 		}
-		return tx.RecordPayments(ctx, orders, payments)
+		tx.RecordPayments(orders, payments)
+		return nil
 	})
 	for i, u := range units {
 		out[i].Value.Duplicate = u.dup
@@ -72,6 +75,9 @@ func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]com
 			out[i].Value.OrderID = calls[i].orderID
 		}
 		out[i].Err = u.err
+		for _, e := range written[i] {
+			out[i].Value.Entries = append(out[i].Value.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
+		}
 	}
 	return out, err
 }
@@ -107,8 +113,5 @@ func outcome(res *Resolution, r postgres.LockUpdateResult) error {
 		return fmt.Errorf("order %s: %w", res.OrderID, r.Err)
 	}
 	res.Applied = true
-	for _, e := range r.Entries {
-		res.Entries = append(res.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
-	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,13 +54,13 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 		if !fresh[i] {
 			continue
 		}
-		g := group{moves: make([]stock.Movement, len(r.Lines)), operator: r.Operator}
+		g := group{moves: make([]move, len(r.Lines)), operator: r.Operator}
 		for j, l := range r.Lines {
-			g.moves[j] = stock.LockMovement(r.OrderID, l.SKU, l.Qty)
+			g.moves[j] = move{Movement: stock.LockMovement(r.OrderID, l.SKU, l.Qty), slot: -1}
 		}
 		groups, taken = append(groups, g), append(taken, i)
 	}
-	_, errs, err := moveGroups(ctx, t.tx, groups)
+	entries, errs, err := t.moveGroups(ctx, groups)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d orders: %w", len(groups), err)
 	}
@@ -72,8 +73,11 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 		switch {
 		case errs[k] == nil:
 			res.Locked = true
-			for _, l := range r.Lines {
-				locks.add(r.OrderID, l.SKU, l.Qty.Int64(), r.Deadline)
+			for _, e := range entries[k] {
+				if e.Type == stock.ChangeLock {
+					locks.add(r.OrderID, e.SKU, e.Qty, r.Deadline)
+					locks.slots = append(locks.slots, e.Slot)
+				}
 			}
 		case errors.As(errs[k], &merr):
 			res.Reason, res.SKU = RejectInsufficient, merr.SKU
@@ -88,19 +92,18 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 		results[i] = res
 	}
 	if len(locks.orders) > 0 {
-		_, err := t.tx.Exec(ctx, `INSERT INTO stock_lock (order_id, sku, qty, state, deadline)
-			SELECT o, s, q, 'locked', d FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) AS u(o, s, q, d)`,
-			locks.orders, locks.skus, locks.qtys, locks.deadlines)
-		if err != nil {
-			return nil, fmt.Errorf("insert %d locks: %w", len(locks.orders), err)
-		}
+		t.staged.Queue(`INSERT INTO stock_lock (order_id, sku, slot, qty, state, deadline)
+			SELECT o, s, sl, q, 'locked', d FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::timestamptz[]) AS u(o, s, sl, q, d)`,
+			locks.orders, locks.skus, locks.slots, locks.qtys, locks.deadlines)
 	}
 	if len(rejects.orders) > 0 {
-		_, err := t.tx.Exec(ctx, `UPDATE order_lock SET outcome = 'rejected', reject_reason = u.r, reject_sku = u.s
+		t.staged.Queue(`UPDATE order_lock SET outcome = 'rejected', reject_reason = u.r, reject_sku = u.s
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS u(o, r, s) WHERE order_id = u.o`,
 			rejects.orders, rejects.values, rejects.skus)
-		if err != nil {
-			return nil, fmt.Errorf("record %d rejections: %w", len(rejects.orders), err)
+	}
+	if slices.Contains(fresh, false) {
+		if err := t.flush(ctx); err != nil { // the outcomes may be this batch's own
+			return nil, err
 		}
 	}
 	for i, r := range reqs {
@@ -116,6 +119,7 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 // rowSet gathers the columns of a multi-row statement.
 type rowSet struct {
 	orders, skus, values []string // values: a reason or a state per row
+	slots                []int
 	qtys                 []int64
 	deadlines            []time.Time
 }
@@ -182,9 +186,15 @@ func (t *Tx) lockOutcome(ctx context.Context, orderID string) (LockResult, error
 	return res, nil
 }
 
+// heldLock is a lock row with the slot it took.
+type heldLock struct {
+	*stock.Lock
+	slot int
+}
+
 // locksOf reads the lock rows of orders, by order, in (order, SKU) order.
-func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) (map[string][]*stock.Lock, error) {
-	sql := `SELECT order_id, sku, qty, state, deadline FROM stock_lock WHERE order_id = ANY($1) ORDER BY order_id, sku`
+func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) (map[string][]heldLock, error) {
+	sql := `SELECT order_id, sku, slot, qty, state, deadline FROM stock_lock WHERE order_id = ANY($1) ORDER BY order_id, sku`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
@@ -193,19 +203,20 @@ func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) 
 		return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
 	}
 	defer rows.Close()
-	locks := map[string][]*stock.Lock{}
+	locks := map[string][]heldLock{}
 	for rows.Next() {
 		var order, sku, state string
+		var slot int
 		var qty int64
 		var deadline time.Time
-		if err := rows.Scan(&order, &sku, &qty, &state, &deadline); err != nil {
+		if err := rows.Scan(&order, &sku, &slot, &qty, &state, &deadline); err != nil {
 			return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
 		}
 		l, err := stock.RestoreLock(order, sku, qty, stock.LockState(state), deadline)
 		if err != nil {
 			return nil, err
 		}
-		locks[order] = append(locks[order], l)
+		locks[order] = append(locks[order], heldLock{Lock: l, slot: slot})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
@@ -221,8 +232,8 @@ type LockUpdate struct {
 	Step     func([]*stock.Lock) ([]stock.Movement, error)
 }
 
-// LockUpdateResult is what one LockUpdate did: the ledger rows written, or the error that left
-// the order unchanged.
+// LockUpdateResult is what one LockUpdate did: the ledger rows written (ids are filled in at
+// commit), or the error that left the order unchanged.
 type LockUpdateResult struct {
 	Entries []stock.LedgerEntry
 	Err     error
@@ -252,17 +263,28 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []LockUpdate) ([]LockUpdateRes
 			unseen = append(unseen, i)
 			continue
 		}
-		ms, err := u.Step(ls)
+		plain := make([]*stock.Lock, len(ls))
+		for j, l := range ls {
+			plain[j] = l.Lock
+		}
+		ms, err := u.Step(plain)
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		groups, stepped = append(groups, group{moves: ms, operator: u.Operator}), append(stepped, i)
+		g := group{moves: make([]move, len(ms)), operator: u.Operator}
+		for j, m := range ms {
+			g.moves[j] = move{Movement: m, slot: -1}
+			if !m.Takes() { // it stays in the slot its lock took; a late payment takes any
+				g.moves[j].slot = slotOf(ls, m.SKU)
+			}
+		}
+		groups, stepped = append(groups, g), append(stepped, i)
 	}
 	if err := t.explainNoLock(ctx, ups, unseen, results); err != nil {
 		return nil, err
 	}
-	entries, errs, err := moveGroups(ctx, t.tx, groups)
+	entries, errs, err := t.moveGroups(ctx, groups)
 	if err != nil {
 		return nil, fmt.Errorf("update locks of %d orders: %w", len(groups), err)
 	}
@@ -271,21 +293,38 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []LockUpdate) ([]LockUpdateRes
 		if results[i].Entries, results[i].Err = entries[k], errs[k]; errs[k] != nil {
 			continue
 		}
+		moved := map[string]int{}
+		for _, e := range entries[k] {
+			if e.Type != stock.ChangeRebalance {
+				moved[e.SKU] = e.Slot
+			}
+		}
 		for _, l := range locks[ups[i].OrderID] {
 			states.add(l.OrderID(), l.SKU(), 0, time.Time{})
 			states.values = append(states.values, string(l.State()))
+			slot, ok := moved[l.SKU()]
+			if !ok {
+				slot = l.slot
+			}
+			states.slots = append(states.slots, slot)
 		}
 	}
 	if len(states.orders) > 0 {
-		_, err = t.tx.Exec(ctx, `UPDATE stock_lock SET state = u.state, resolved_at = coalesce(resolved_at, now())
-			FROM unnest($1::text[], $2::text[], $3::text[]) AS u(o, sku, state)
+		t.staged.Queue(`UPDATE stock_lock SET state = u.state, slot = u.slot, resolved_at = coalesce(resolved_at, now())
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS u(o, sku, state, slot)
 			WHERE stock_lock.order_id = u.o AND stock_lock.sku = u.sku AND stock_lock.state <> u.state`,
-			states.orders, states.skus, states.values)
-		if err != nil {
-			return nil, fmt.Errorf("store lock states of %d orders: %w", len(stepped), err)
-		}
+			states.orders, states.skus, states.values, states.slots)
 	}
 	return results, nil
+}
+
+func slotOf(locks []heldLock, sku string) int {
+	for _, l := range locks {
+		if l.SKU() == sku {
+			return l.slot
+		}
+	}
+	return 0
 }
 
 // explainNoLock sets ErrNoLock on the results of orders without lock rows, wrapping
@@ -334,13 +373,8 @@ func (t *Tx) PaidBy(ctx context.Context, orderID string) (string, error) {
 }
 
 // RecordPayments stores, per order, the payment that sold its locks (orders[i] by payments[i]).
-func (t *Tx) RecordPayments(ctx context.Context, orders, payments []string) error {
-	if len(orders) == 0 {
-		return nil
+func (t *Tx) RecordPayments(orders, payments []string) {
+	if len(orders) > 0 {
+		t.staged.Queue(`UPDATE order_lock SET payment_id = u.p FROM unnest($1::text[], $2::text[]) AS u(o, p) WHERE order_id = u.o`, orders, payments)
 	}
-	_, err := t.tx.Exec(ctx, `UPDATE order_lock SET payment_id = u.p FROM unnest($1::text[], $2::text[]) AS u(o, p) WHERE order_id = u.o`, orders, payments)
-	if err != nil {
-		return fmt.Errorf("record %d payments: %w", len(orders), err)
-	}
-	return nil
 }

@@ -33,15 +33,42 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // Pool returns the underlying pool (for health checks).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Tx is one unit of work: every method runs inside the same database transaction.
-type Tx struct{ tx pgx.Tx }
+// Tx is one unit of work: every method runs inside the same database transaction. Writes
+// whose results nothing waits for are staged and sent in one round trip before the commit.
+type Tx struct {
+	tx     pgx.Tx
+	staged pgx.Batch
+}
 
 // PgxTx exposes the transaction to the shared outbox and inbox writers.
 func (t *Tx) PgxTx() pgx.Tx { return t.tx }
 
-// InTx runs fn in one transaction, committed when fn returns nil.
+// Staged is the batch of writes sent just before the commit; pkg writers queue on it
+// (outbox.Stage).
+func (t *Tx) Staged() *pgx.Batch { return &t.staged }
+
+// flush sends the staged writes now, for a read that must see them.
+func (t *Tx) flush(ctx context.Context) error {
+	if t.staged.Len() == 0 {
+		return nil
+	}
+	err := t.tx.SendBatch(ctx, &t.staged).Close()
+	t.staged = pgx.Batch{}
+	if err != nil {
+		return fmt.Errorf("staged writes: %w", err)
+	}
+	return nil
+}
+
+// InTx runs fn in one transaction, committed when fn returns nil (after the staged writes).
 func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
-	return postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(&Tx{tx: tx}) })
+	return postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		t := &Tx{tx: tx}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flush(ctx)
+	})
 }
 
 // querier is what a movement runs on: the transaction or a savepoint inside it.
@@ -49,60 +76,6 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// moveSQL applies a movement and appends its ledger row in one statement. The WHERE clause is
-// the conditional update of DESIGN §3 generalised to every figure: no row comes back when the
-// movement does not fit (or the SKU does not exist), and then nothing was written.
-const moveSQL = `
-WITH moved AS (
-    UPDATE sku_stock
-       SET on_hand = on_hand + $2, locked = locked + $3, sold = sold + $4, incoming = incoming + $5,
-           available = available + $2 - $3 - $4, updated_at = now()
-     WHERE sku = $1
-       AND available + $2 - $3 - $4 >= 0 AND on_hand + $2 >= 0 AND locked + $3 >= 0
-       AND sold + $4 >= 0 AND incoming + $5 >= 0
- RETURNING sku, on_hand, locked, sold, incoming)
-INSERT INTO stock_ledger (sku, change_type, qty,
-       on_hand_before, locked_before, sold_before, incoming_before,
-       on_hand_after, locked_after, sold_after, incoming_after,
-       order_id, operator, remark, idempotency_key)
-SELECT sku, $6, $7, on_hand - $2, locked - $3, sold - $4, incoming - $5,
-       on_hand, locked, sold, incoming, $8, $9, $10, $11
-  FROM moved
-RETURNING id, created_at, on_hand_after, locked_after, sold_after, incoming_after`
-
-// apply makes one movement. It returns ErrUnknownSKU or ErrInsufficientStock (wrapped with
-// the SKU) when the movement cannot be made; nothing is written then.
-func apply(ctx context.Context, q querier, m stock.Movement, operator, key string) (stock.LedgerEntry, error) {
-	d := m.Delta
-	e := stock.LedgerEntry{SKU: m.SKU, Type: m.Type, Qty: m.Qty.Int64(), OrderID: m.OrderID, Operator: operator, Remark: m.Remark, IdempotencyKey: key}
-	err := q.QueryRow(ctx, moveSQL, m.SKU, d.OnHand, d.Locked, d.Sold, d.Incoming,
-		string(m.Type), m.Qty.Int64(), nullable(m.OrderID), operator, m.Remark, key).
-		Scan(&e.ID, &e.CreatedAt, &e.After.OnHand, &e.After.Locked, &e.After.Sold, &e.After.Incoming)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sku_stock WHERE sku = $1)`, m.SKU).Scan(&exists); err != nil {
-			return e, fmt.Errorf("%s %s: %w", m.Type, m.SKU, err)
-		}
-		merr := &stock.MovementError{SKU: m.SKU, Type: m.Type, Qty: m.Qty.Int64(), Err: stock.ErrInsufficientStock}
-		if !exists {
-			merr.Err = stock.ErrUnknownSKU
-		}
-		return e, merr
-	}
-	if err != nil {
-		return e, fmt.Errorf("%s %s: %w", m.Type, m.SKU, err)
-	}
-	e.Before = e.After.Minus(d)
-	return e, nil
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // orderKey is the idempotency key of a movement tied to an order: one per (order, SKU, type).
@@ -114,12 +87,15 @@ func (t *Tx) CreateSKU(ctx context.Context, sku string, onHand int64, operator s
 	if err := stock.ValidSKU(sku); err != nil {
 		return stock.SKUStock{}, err
 	}
-	tag, err := t.tx.Exec(ctx, `INSERT INTO sku_stock (sku) VALUES ($1) ON CONFLICT (sku) DO NOTHING`, sku)
+	tag, err := t.tx.Exec(ctx, `INSERT INTO sku (sku) VALUES ($1) ON CONFLICT (sku) DO NOTHING`, sku)
 	if err != nil {
 		return stock.SKUStock{}, fmt.Errorf("create sku %s: %w", sku, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return stock.SKUStock{}, fmt.Errorf("create sku %s: %w", sku, stock.ErrSKUExists)
+	}
+	if _, err := t.tx.Exec(ctx, `INSERT INTO sku_stock (sku, slot) VALUES ($1, 0)`, sku); err != nil {
+		return stock.SKUStock{}, fmt.Errorf("create sku %s: %w", sku, err)
 	}
 	if onHand > 0 {
 		m, _, err := stock.OnHandMovement(sku, stock.ChangeStocktake, onHand)
@@ -127,11 +103,11 @@ func (t *Tx) CreateSKU(ctx context.Context, sku string, onHand int64, operator s
 			return stock.SKUStock{}, err
 		}
 		m.Remark = "opening balance"
-		if _, err := apply(ctx, t.tx, m, operator, "opening/"+sku); err != nil {
+		if _, err := t.moveOne(ctx, move{Movement: m, slot: -1, key: "opening/" + sku}, operator); err != nil {
 			return stock.SKUStock{}, err
 		}
 	}
-	return getSKU(ctx, t.tx, sku, "")
+	return getSKU(ctx, t.tx, sku, false)
 }
 
 // Move makes one movement not tied to an order (purchases, adjustments) under the caller's
@@ -153,17 +129,26 @@ func (t *Tx) Move(ctx context.Context, m stock.Movement, operator, key string) (
 	case !errors.Is(err, pgx.ErrNoRows):
 		return e, false, err
 	}
-	e, err = apply(ctx, t.tx, m, operator, key)
+	e, err = t.moveOne(ctx, move{Movement: m, slot: arrivalSlot(m), key: key}, operator)
 	return e, false, err
 }
 
-const ledgerColumns = `id, sku, change_type, qty, on_hand_before, locked_before, sold_before, incoming_before,
+// arrivalSlot is where a movement not tied to a lock goes: incoming is kept in slot 0, so a
+// purchase is expected and received there; anything else is placed by the walk.
+func arrivalSlot(m stock.Movement) int {
+	if m.Delta.Incoming != 0 {
+		return 0
+	}
+	return -1
+}
+
+const ledgerColumns = `id, sku, slot, change_type, qty, on_hand_before, locked_before, sold_before, incoming_before,
 	on_hand_after, locked_after, sold_after, incoming_after, coalesce(order_id, ''), operator, remark, idempotency_key, created_at`
 
 func scanLedger(row pgx.Row) (stock.LedgerEntry, error) {
 	var e stock.LedgerEntry
 	var t string
-	err := row.Scan(&e.ID, &e.SKU, &t, &e.Qty, &e.Before.OnHand, &e.Before.Locked, &e.Before.Sold, &e.Before.Incoming,
+	err := row.Scan(&e.ID, &e.SKU, &e.Slot, &t, &e.Qty, &e.Before.OnHand, &e.Before.Locked, &e.Before.Sold, &e.Before.Incoming,
 		&e.After.OnHand, &e.After.Locked, &e.After.Sold, &e.After.Incoming, &e.OrderID, &e.Operator, &e.Remark, &e.IdempotencyKey, &e.CreatedAt)
 	e.Type = stock.ChangeType(t)
 	return e, err
@@ -175,18 +160,38 @@ func ledgerByKey(ctx context.Context, q querier, key string) (stock.LedgerEntry,
 
 // GetSKU reads a SKU's summary; ErrUnknownSKU when there is none.
 func (s *Store) GetSKU(ctx context.Context, sku string) (stock.SKUStock, error) {
-	return getSKU(ctx, s.pool, sku, "")
+	return getSKU(ctx, s.pool, sku, false)
 }
 
-func getSKU(ctx context.Context, q querier, sku, suffix string) (stock.SKUStock, error) {
+// getSKU sums a SKU's slots; with forUpdate it locks them all, in slot order.
+func getSKU(ctx context.Context, q querier, sku string, forUpdate bool) (stock.SKUStock, error) {
 	st := stock.SKUStock{SKU: sku}
-	err := q.QueryRow(ctx, `SELECT on_hand, locked, sold, incoming, updated_at FROM sku_stock WHERE sku = $1`+suffix, sku).
-		Scan(&st.OnHand, &st.Locked, &st.Sold, &st.Incoming, &st.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, fmt.Errorf("sku %s: %w", sku, stock.ErrUnknownSKU)
+	sql := `SELECT s.on_hand, s.locked, s.sold, s.incoming, s.updated_at, k.slots FROM sku k JOIN sku_stock s ON s.sku = k.sku WHERE k.sku = $1 ORDER BY s.slot`
+	if forUpdate {
+		sql += ` FOR UPDATE OF s`
 	}
+	rows, err := q.Query(ctx, sql, sku)
 	if err != nil {
 		return st, fmt.Errorf("read sku %s: %w", sku, err)
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		var q stock.Quantities
+		var at time.Time
+		if err := rows.Scan(&q.OnHand, &q.Locked, &q.Sold, &q.Incoming, &at, &st.Slots); err != nil {
+			return st, fmt.Errorf("read sku %s: %w", sku, err)
+		}
+		st.Quantities, found = st.Quantities.Plus(q), true
+		if at.After(st.UpdatedAt) {
+			st.UpdatedAt = at
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("read sku %s: %w", sku, err)
+	}
+	if !found {
+		return st, fmt.Errorf("sku %s: %w", sku, stock.ErrUnknownSKU)
 	}
 	return st, nil
 }
@@ -215,12 +220,16 @@ func (s *Store) Ledger(ctx context.Context, sku string, after int64, limit int) 
 // Locks returns the lock rows of an order (none when it holds no lock).
 func (s *Store) Locks(ctx context.Context, orderID string) ([]*stock.Lock, error) {
 	locks, err := locksOf(ctx, s.pool, []string{orderID}, false)
-	return locks[orderID], err
+	out := make([]*stock.Lock, len(locks[orderID]))
+	for i, l := range locks[orderID] {
+		out[i] = l.Lock
+	}
+	return out, err
 }
 
 // RequestAdjustment stores a pending adjustment order.
 func (t *Tx) RequestAdjustment(ctx context.Context, a stock.Adjustment) (stock.Adjustment, error) {
-	if _, err := getSKU(ctx, t.tx, a.SKU, ""); err != nil {
+	if _, err := getSKU(ctx, t.tx, a.SKU, false); err != nil {
 		return a, err
 	}
 	err := t.tx.QueryRow(ctx, `INSERT INTO adjustment (sku, kind, delta, counted, reason, requested_by)
@@ -245,7 +254,7 @@ func (t *Tx) DecideAdjustment(ctx context.Context, id int64, approve bool, by st
 	a.State, a.DecidedBy = stock.AdjustmentRejected, by
 	if approve {
 		a.State = stock.AdjustmentApproved
-		cur, err := getSKU(ctx, t.tx, a.SKU, " FOR UPDATE")
+		cur, err := getSKU(ctx, t.tx, a.SKU, true)
 		if err != nil {
 			return a, err
 		}
@@ -254,7 +263,7 @@ func (t *Tx) DecideAdjustment(ctx context.Context, id int64, approve bool, by st
 			return a, err
 		}
 		if ok {
-			e, err := apply(ctx, t.tx, m, by, fmt.Sprintf("adjustment/%d", id))
+			e, err := t.moveOne(ctx, move{Movement: m, slot: -1, key: fmt.Sprintf("adjustment/%d", id)}, by)
 			if err != nil {
 				return a, err
 			}

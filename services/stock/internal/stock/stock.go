@@ -53,6 +53,9 @@ const (
 	ChangePurchaseInbound  ChangeType = "purchase_inbound"
 	ChangeManualAdjust     ChangeType = "manual_adjust"
 	ChangeStocktake        ChangeType = "stocktake"
+	// ChangeRebalance moves available units between two slots of a SKU: a pair of rows, one
+	// out of a slot (on_hand - n), one into another (on_hand + n). The SKU's totals stay.
+	ChangeRebalance ChangeType = "rebalance"
 )
 
 // Movement is one transition of one SKU: the summary moves by Delta and one ledger row records
@@ -65,6 +68,17 @@ type Movement struct {
 	OrderID string // empty for movements not tied to an order
 	Remark  string
 }
+
+// RebalanceMovements move n available units of sku out of one slot and into another.
+func RebalanceMovements(sku string, n Qty) (out, in Movement) {
+	out = Movement{SKU: sku, Type: ChangeRebalance, Qty: n, Delta: Quantities{OnHand: -n.n}}
+	in = Movement{SKU: sku, Type: ChangeRebalance, Qty: n, Delta: Quantities{OnHand: n.n}}
+	return out, in
+}
+
+// Takes reports whether m draws on available (a lock, a late payment re-locking, on_hand
+// going down): with slots, such a movement may take any slot that has enough.
+func (m Movement) Takes() bool { return m.Delta.OnHand-m.Delta.Locked-m.Delta.Sold < 0 }
 
 // Fits reports whether applying m to q keeps every figure non-negative.
 func (m Movement) Fits(q Quantities) bool { return q.Plus(m.Delta).Valid() }
@@ -147,6 +161,7 @@ func NormalizeLines(lines []Line) ([]Line, error) {
 type LedgerEntry struct {
 	ID             int64
 	SKU            string
+	Slot           int // the row of the SKU it moved; the before/after figures are that slot's
 	Type           ChangeType
 	Qty            int64
 	Before, After  Quantities
@@ -157,12 +172,19 @@ type LedgerEntry struct {
 	CreatedAt      time.Time
 }
 
-// SKUStock is the summary row of a SKU.
+// SKUStock is the summary of a SKU: the sums over its slots.
 type SKUStock struct {
 	SKU string
 	Quantities
+	Slots     int // how many slots take new locks (1: the SKU is one row)
 	UpdatedAt time.Time
 }
+
+// MaxSlots bounds the slots of a SKU.
+const MaxSlots = 64
+
+// ErrBadSlots is returned for a slot count outside 1..MaxSlots.
+var ErrBadSlots = errors.New("slots must be between 1 and 64")
 
 // AdjustmentState is the closed set of states of an adjustment order.
 type AdjustmentState string
