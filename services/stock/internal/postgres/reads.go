@@ -66,7 +66,7 @@ func (s *Store) HeldOrders(ctx context.Context, cutoff time.Time, limit int) (in
 // CountSKUs returns how many SKUs there are.
 func (s *Store) CountSKUs(ctx context.Context) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sku_stock`).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sku`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count skus: %w", err)
 	}
 	return n, nil
