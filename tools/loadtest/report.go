@@ -30,7 +30,9 @@ type Report struct {
 	// had not reached it when the grace period ended counts as slower than any that did.
 	Awaited, NotAwaited int
 	AwaitP50, AwaitP99  time.Duration // -1: beyond the grace period
-	Settled             time.Time     // when the orders were last listed
+	ReachedP50          time.Duration // over the orders that reached awaiting_payment only
+	ReachedP99          time.Duration
+	Settled             time.Time // when the orders were last listed
 
 	ByStatus map[string]int // final status of every order the buyer has
 	Unacked  int            // orders that exist although their POST got no 2xx (e.g. a client timeout)
@@ -95,6 +97,7 @@ func (r *Report) tally(accepted map[string]time.Time, orders []listedOrder) {
 	r.Awaited = len(lat)
 	r.AwaitP50 = percentile(lat, r.NotAwaited, 0.50)
 	r.AwaitP99 = percentile(lat, r.NotAwaited, 0.99)
+	r.ReachedP50, r.ReachedP99 = percentile(lat, 0, 0.50), percentile(lat, 0, 0.99)
 }
 
 func awaitingAt(o listedOrder) (time.Time, bool) {
@@ -141,7 +144,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	cfg := r.Config
 	fmt.Fprintf(&b, "load: POST /v1/orders at %d/s for %s on %s, 1 unit each, %d available before\n", cfg.Rate, cfg.Duration, cfg.SKU, r.Before.Available)
-	fmt.Fprintf(&b, "sent:      %d requests at %.1f/s (vegeta, at most %d in flight)\n", r.Sent, r.SentRate, cfg.MaxWorkers)
+	fmt.Fprintf(&b, "sent:      %d requests at %.1f/s (target %d/s; vegeta, at most %d in flight)\n", r.Sent, r.SentRate, cfg.Rate, cfg.MaxWorkers)
 	fmt.Fprintf(&b, "accepted:  %d (2xx) = %.1f orders/s over %s\n", r.Accepted, r.AcceptedPerSec(), r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(&b, "answers:  ")
 	for _, code := range slices.Sorted(maps.Keys(r.Codes)) {
@@ -158,6 +161,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "POST answered:            p50 %s  p99 %s\n", ms(r.PostP50), ms(r.PostP99))
 	fmt.Fprintf(&b, "POST → awaiting_payment:  p50 %s  p99 %s  (%d orders reached it; %d had not within %s after the attack)\n",
 		ms(r.AwaitP50), ms(r.AwaitP99), r.Awaited, r.NotAwaited, cfg.Grace)
+	if r.NotAwaited > 0 && r.Awaited > 0 {
+		fmt.Fprintf(&b, "  of the %d that reached it: p50 %s  p99 %s\n", r.Awaited, ms(r.ReachedP50), ms(r.ReachedP99))
+	}
 	fmt.Fprintf(&b, "orders by status:        ")
 	for _, s := range slices.Sorted(maps.Keys(r.ByStatus)) {
 		fmt.Fprintf(&b, " %s %d", s, r.ByStatus[s])

@@ -76,6 +76,7 @@ func TestTallyJoinsAcceptedAndListedOrders(t *testing.T) {
 	assert.Equal(t, 2, r.NotAwaited, "c still pending and lost; d was rejected, not slow")
 	assert.Equal(t, 90*time.Millisecond, r.AwaitP50, "of 40, 90, ∞, ∞")
 	assert.Equal(t, time.Duration(-1), r.AwaitP99)
+	assert.Equal(t, [2]time.Duration{40 * time.Millisecond, 90 * time.Millisecond}, [2]time.Duration{r.ReachedP50, r.ReachedP99})
 }
 
 func TestChecksAndText(t *testing.T) {
