@@ -194,7 +194,7 @@ func attack(ctx context.Context, cfg Config, r *Report, runID string, progress i
 		}
 		select {
 		case <-tick.C:
-			fmt.Fprintf(progress, "  %4.0fs: sent %d, accepted %d\n", time.Since(m.Earliest).Seconds(), m.Requests, len(accepted))
+			fmt.Fprintf(progress, "  %4.0fs: answered %d, accepted %d\n", time.Since(m.Earliest).Seconds(), m.Requests, len(accepted))
 		default:
 		}
 	}
