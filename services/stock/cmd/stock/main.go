@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -36,7 +37,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		Config:  cfg,
 		Schemas: []postgres.Schema{stockpg.Schema},
 		Wire: func(ctx context.Context, d service.Deps) (service.Parts, error) {
-			svc := app.New(stockpg.NewStore(d.Pool))
+			svc := app.NewCombining(stockpg.NewStore(d.Pool), combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers})
 			return service.Parts{
 				Handler:   httpapi.Handler(svc, d.Log, d.Ready),
 				Consumers: consumers.All(svc),

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -21,8 +22,43 @@ import (
 
 func newService(t *testing.T) *app.Service {
 	t.Helper()
+	return newServiceWith(t, combine.Options{})
+}
+
+func newServiceWith(t *testing.T, opts combine.Options) *app.Service {
+	t.Helper()
 	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
-	return app.New(postgres.NewStore(pool))
+	svc := app.NewCombining(postgres.NewStore(pool), opts)
+	t.Cleanup(svc.Close)
+	return svc
+}
+
+// mode is one way the lock path can run: combined or one request per transaction, on SKUs of
+// one slot or several.
+type mode struct {
+	name  string
+	opts  combine.Options
+	slots int
+}
+
+var modes = []mode{
+	{"combined", combine.Options{}, 1},
+	{"one by one", combine.Options{MaxBatch: 1, Flushers: 8}, 1},
+	{"combined, 4 slots", combine.Options{}, 4},
+	{"one by one, 4 slots", combine.Options{MaxBatch: 1, Flushers: 8}, 4},
+}
+
+// createSKUs creates each SKU with onHand units, split into m.slots slots.
+func (m mode) createSKUs(t *testing.T, svc *app.Service, onHand int64, skus ...string) {
+	t.Helper()
+	for _, sku := range skus {
+		_, err := svc.CreateSKU(context.Background(), sku, onHand, "test")
+		require.NoError(t, err)
+		if m.slots > 1 {
+			_, _, err := svc.SetSlots(context.Background(), sku, m.slots, "test")
+			require.NoError(t, err)
+		}
+	}
 }
 
 func line(sku string, n int64) stock.Line { return stock.Line{SKU: sku, Qty: stock.MustQty(n)} }
@@ -35,10 +71,15 @@ func requireConsistent(t *testing.T, svc *app.Service) {
 }
 
 func TestLockRace_500BuyersFor100Units(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { lockRace(t, m) })
+	}
+}
+
+func lockRace(t *testing.T, m mode) {
 	ctx := context.Background()
-	svc := newService(t)
-	_, err := svc.CreateSKU(ctx, "CUP-1", 100, "test")
-	require.NoError(t, err)
+	svc := newServiceWith(t, m.opts)
+	m.createSKUs(t, svc, 100, "CUP-1")
 
 	var won, lost atomic.Int64
 	var wg sync.WaitGroup
@@ -78,13 +119,16 @@ func TestLockRace_500BuyersFor100Units(t *testing.T) {
 }
 
 func TestMultiSKULocks_NoDeadlockNoPartialLock(t *testing.T) {
-	ctx := context.Background()
-	svc := newService(t)
-	skus := []string{"A", "B", "C", "D", "E"}
-	for _, s := range skus {
-		_, err := svc.CreateSKU(ctx, s, 60, "test")
-		require.NoError(t, err)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { multiSKULocks(t, m) })
 	}
+}
+
+func multiSKULocks(t *testing.T, m mode) {
+	ctx := context.Background()
+	svc := newServiceWith(t, m.opts)
+	skus := []string{"A", "B", "C", "D", "E"}
+	m.createSKUs(t, svc, 60, skus...)
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(time.Hour)
 	results := make([]postgres.LockResult, 300)

@@ -15,7 +15,8 @@ func (s *Service) ExpectPurchase(ctx context.Context, sku string, n stock.Qty, k
 }
 
 // ReceivePurchase receives units of a purchase: incoming - n, on_hand + n. It returns an
-// ErrInsufficientStock movement error when fewer than n units are incoming.
+// ErrInsufficientStock movement error when fewer than n units are incoming. The units arrive
+// in slot 0 and, on a SKU with several slots, are spread over them in the same transaction.
 func (s *Service) ReceivePurchase(ctx context.Context, sku string, n stock.Qty, key, operator, remark string) (stock.LedgerEntry, bool, error) {
 	m := stock.PurchaseInboundMovement(sku, n)
 	m.Remark = remark
@@ -27,7 +28,10 @@ func (s *Service) move(ctx context.Context, m stock.Movement, key, operator stri
 		return e, false, err
 	}
 	err = s.store.InTx(ctx, func(tx *postgres.Tx) error {
-		e, dup, err = tx.Move(ctx, m, operator, key)
+		if e, dup, err = tx.Move(ctx, m, operator, key); err != nil || dup || m.Type != stock.ChangePurchaseInbound {
+			return err
+		}
+		_, err = tx.Rebalance(ctx, m.SKU, operator)
 		return err
 	})
 	return e, dup, err

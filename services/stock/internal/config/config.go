@@ -30,6 +30,14 @@ type Config struct {
 	// LedgerInterval is how often the ledger-summary job compares every SKU's summary with
 	// the fold of its ledger (repair: rebuild the summary from the ledger); 0: off.
 	LedgerInterval time.Duration `env:"RECONCILE_LEDGER_INTERVAL" envDefault:"10m"`
+	// CombineMaxBatch caps how many concurrent lock requests (or sells, releases, ships,
+	// refunds) run together in one transaction (DESIGN §7); 1 runs each alone.
+	CombineMaxBatch int `env:"STOCK_COMBINE_MAX_BATCH" envDefault:"128"`
+	// CombineWait is how long a batch with room left waits for more requests; 0 takes what
+	// is queued at once (batches still form under load, while the previous one commits).
+	CombineWait time.Duration `env:"STOCK_COMBINE_WAIT" envDefault:"0s"`
+	// CombineFlushers is how many batches run at once: one commits while the next gathers.
+	CombineFlushers int `env:"STOCK_COMBINE_FLUSHERS" envDefault:"2"`
 	// ReconcileBatch is how many orders one run of a lock job handles at most.
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
 }
@@ -55,6 +63,15 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))
 		}
+	}
+	if c.CombineMaxBatch < 1 || c.CombineMaxBatch > 1000 {
+		errs = append(errs, errors.New("STOCK_COMBINE_MAX_BATCH must be between 1 and 1000"))
+	}
+	if c.CombineWait < 0 || c.CombineWait > time.Second {
+		errs = append(errs, errors.New("STOCK_COMBINE_WAIT must be between 0 and 1s"))
+	}
+	if c.CombineFlushers < 1 || c.CombineFlushers > 16 {
+		errs = append(errs, errors.New("STOCK_COMBINE_FLUSHERS must be between 1 and 16"))
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))

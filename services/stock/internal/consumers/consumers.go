@@ -28,15 +28,25 @@ const (
 // All returns the stock service's consumers.
 func All(svc *app.Service) []service.Consumer {
 	return []service.Consumer{
-		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated), Handle: onOrderCreated(svc)},
+		{Spec: combined(spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated)), Handle: onOrderCreated(svc)},
 		{Spec: spec(natsx.StreamOrder, OrderRequests, events.SubjectOrderCancelRequested, events.SubjectOrderRefundRequested, events.SubjectOrderShipped), Handle: onOrderRequest(svc)},
-		{Spec: spec(natsx.StreamPayment, PaymentSucceeded, events.SubjectPaymentSucceeded), Handle: onPaymentSucceeded(svc)},
-		{Spec: spec(natsx.StreamTimeout, TimeoutExpired, events.SubjectTimeoutExpired), Handle: onTimeoutExpired(svc)},
+		{Spec: combined(spec(natsx.StreamPayment, PaymentSucceeded, events.SubjectPaymentSucceeded)), Handle: onPaymentSucceeded(svc)},
+		{Spec: combined(spec(natsx.StreamTimeout, TimeoutExpired, events.SubjectTimeoutExpired)), Handle: onTimeoutExpired(svc)},
 	}
 }
 
 func spec(stream, durable string, subjects ...string) natsx.ConsumerSpec {
 	return natsx.ConsumerSpec{Stream: stream, Durable: durable, FilterSubjects: subjects}
+}
+
+// combinedWorkers is how many messages a consumer whose use case is combined handles at once.
+// Its handlers wait in the service's batcher without holding a database connection, so a
+// fetched batch of messages is locked (or sold, or released) in one or two transactions.
+const combinedWorkers = 128
+
+func combined(s natsx.ConsumerSpec) natsx.ConsumerSpec {
+	s.Workers, s.MaxAckPending = combinedWorkers, 4*combinedWorkers
+	return s
 }
 
 func inbound(consumer string, env events.Envelope) *app.Inbound {

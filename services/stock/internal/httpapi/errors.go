@@ -20,6 +20,7 @@ var codes = []struct {
 	{stock.ErrBadSKU, http.StatusUnprocessableEntity, "invalid_sku"},
 	{stock.ErrBadOrder, http.StatusUnprocessableEntity, "invalid_order"},
 	{stock.ErrBadAdjustment, http.StatusUnprocessableEntity, "invalid_adjustment"},
+	{stock.ErrBadSlots, http.StatusUnprocessableEntity, "invalid_slots"},
 	{stock.ErrUnknownSKU, http.StatusNotFound, "sku_not_found"},
 	{stock.ErrNoLock, http.StatusNotFound, "lock_not_found"},
 	{stock.ErrAdjustmentNotFound, http.StatusNotFound, "adjustment_not_found"},

@@ -31,6 +31,8 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	route("GET /v1/skus/{sku}/ledger", ledger(svc), decodeLedger)
 	route("POST /v1/skus/{sku}/purchases", expectPurchase(svc), decodeMove)
 	route("POST /v1/skus/{sku}/receipts", receivePurchase(svc), decodeMove)
+	route("PUT /v1/skus/{sku}/slots", setSlots(svc), decodeSlots)
+	route("POST /v1/skus/{sku}/rebalance", rebalance(svc), decodeRebalance)
 	route("POST /v1/skus/{sku}/adjustments", requestAdjustment(svc), decodeAdjustment)
 	route("GET /v1/adjustments/{id}", getAdjustment(svc), decodeAdjustmentID)
 	route("POST /v1/adjustments/{id}/approve", decideAdjustment(svc, true), decodeAdjustmentID)
@@ -67,6 +69,7 @@ type skuView struct {
 	Locked    int64     `json:"locked"`
 	Sold      int64     `json:"sold"`
 	Incoming  int64     `json:"incoming"`
+	Slots     int       `json:"slots"`
 	UpdatedAt time.Time `json:"updated_at"`
 	status    int
 }
@@ -74,7 +77,7 @@ type skuView struct {
 func (v skuView) StatusCode() int { return max(v.status, http.StatusOK) }
 
 func viewSKU(s stock.SKUStock) skuView {
-	return skuView{SKU: s.SKU, OnHand: s.OnHand, Available: s.Available(), Locked: s.Locked, Sold: s.Sold, Incoming: s.Incoming, UpdatedAt: s.UpdatedAt}
+	return skuView{SKU: s.SKU, OnHand: s.OnHand, Available: s.Available(), Locked: s.Locked, Sold: s.Sold, Incoming: s.Incoming, Slots: s.Slots, UpdatedAt: s.UpdatedAt}
 }
 
 type figures struct {
@@ -92,6 +95,7 @@ func viewFigures(q stock.Quantities) figures {
 type ledgerView struct {
 	ID         int64     `json:"id"`
 	SKU        string    `json:"sku"`
+	Slot       int       `json:"slot"`
 	ChangeType string    `json:"change_type"`
 	Qty        int64     `json:"qty"`
 	Before     figures   `json:"before"`
@@ -106,7 +110,7 @@ type ledgerView struct {
 func (v ledgerView) StatusCode() int { return max(v.status, http.StatusOK) }
 
 func viewLedger(e stock.LedgerEntry) ledgerView {
-	return ledgerView{ID: e.ID, SKU: e.SKU, ChangeType: string(e.Type), Qty: e.Qty, Before: viewFigures(e.Before), After: viewFigures(e.After),
+	return ledgerView{ID: e.ID, SKU: e.SKU, Slot: e.Slot, ChangeType: string(e.Type), Qty: e.Qty, Before: viewFigures(e.Before), After: viewFigures(e.After),
 		OrderID: e.OrderID, Operator: e.Operator, Remark: e.Remark, CreatedAt: e.CreatedAt}
 }
 
@@ -162,6 +166,64 @@ func getSKU(svc *app.Service) endpoint.Endpoint {
 		}
 		return viewSKU(s), nil
 	}
+}
+
+// --- slots ---
+
+type slotsRequest struct {
+	sku      string
+	Slots    int `json:"slots"`
+	operator string
+}
+
+// slotsResponse is the SKU after a slot change and the rebalance rows it wrote.
+type slotsResponse struct {
+	skuView
+	Rebalanced []ledgerView `json:"rebalanced"`
+}
+
+func decodeSlots(_ context.Context, r *http.Request) (any, error) {
+	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r, "ops-api")}
+	if err := stock.ValidSKU(req.sku); err != nil {
+		return nil, err
+	}
+	if err := httpx.DecodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Slots < 1 || req.Slots > stock.MaxSlots {
+		return nil, invalid("invalid_slots", "slots must be between 1 and %d, got %d", stock.MaxSlots, req.Slots)
+	}
+	return req, nil
+}
+
+func decodeRebalance(_ context.Context, r *http.Request) (any, error) {
+	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r, "ops-api")}
+	return req, stock.ValidSKU(req.sku)
+}
+
+func setSlots(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(slotsRequest)
+		return viewSlots(svc.SetSlots(ctx, req.sku, req.Slots, req.operator))
+	}
+}
+
+func rebalance(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(slotsRequest)
+		return viewSlots(svc.Rebalance(ctx, req.sku, req.operator))
+	}
+}
+
+func viewSlots(s stock.SKUStock, entries []stock.LedgerEntry, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	resp := slotsResponse{skuView: viewSKU(s), Rebalanced: make([]ledgerView, len(entries))}
+	for i, e := range entries {
+		resp.Rebalanced[i] = viewLedger(e)
+	}
+	return resp, nil
 }
 
 type ledgerRequest struct {
