@@ -46,6 +46,9 @@ type Repository interface {
 	// already processed returns duplicate=true without calling fn — and writes the messages
 	// fn returns to the outbox, all in the same transaction.
 	UpdateWith(ctx context.Context, id string, in *Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error)
+	// ListStuck returns up to limit orders still pending or awaiting_payment whose payment
+	// deadline is before cutoff, oldest deadline first.
+	ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*order.Order, error)
 }
 
 // Service runs the order use cases.

@@ -42,28 +42,38 @@ type Apply func(o *order.Order, at time.Time) (changed bool, err error)
 // exists here; an event naming an id we never stored (another environment's, or a forged
 // payment callback) will never find its order, and retrying would only delay its dead letter.
 func (s *Service) Follow(ctx context.Context, in Inbound, orderID, subject string, apply Apply) (Result, error) {
+	return s.follow(ctx, &in, orderID, subject, apply)
+}
+
+// follow is Follow with an optional inbox claim: nil for an outcome that did not come as a
+// message (re-derived by reconciliation from the source of truth).
+func (s *Service) follow(ctx context.Context, in *Inbound, orderID, subject string, apply Apply) (Result, error) {
+	eventID := ""
+	if in != nil {
+		eventID = in.MessageID
+	}
 	result := Unchanged
-	duplicate, err := s.repo.UpdateWith(ctx, orderID, &in, func(o *order.Order) ([]events.Message, error) {
+	duplicate, err := s.repo.UpdateWith(ctx, orderID, in, func(o *order.Order) ([]events.Message, error) {
 		from := o.Status()
 		changed, err := apply(o, s.now())
 		switch {
 		case errors.Is(err, order.ErrInvalidTransition):
 			result = Ignored
 			s.log.WarnContext(ctx, "outcome ignored: not a transition from the order's status",
-				"order_id", orderID, "subject", subject, "event_id", in.MessageID, "status", from.String(), "err", err)
+				"order_id", orderID, "subject", subject, "event_id", eventID, "status", from.String(), "err", err)
 			return nil, nil // commit the inbox claim alone: the redelivery is then a duplicate
 		case err != nil:
 			return nil, err
 		case changed:
 			result = Applied
 			s.log.InfoContext(ctx, "order follows outcome", "order_id", orderID, "subject", subject,
-				"event_id", in.MessageID, "from", from.String(), "to", o.Status().String())
+				"event_id", eventID, "from", from.String(), "to", o.Status().String())
 		}
 		return nil, nil
 	})
 	switch {
 	case errors.Is(err, order.ErrNotFound):
-		s.log.WarnContext(ctx, "outcome for an unknown order acknowledged", "order_id", orderID, "subject", subject, "event_id", in.MessageID)
+		s.log.WarnContext(ctx, "outcome for an unknown order acknowledged", "order_id", orderID, "subject", subject, "event_id", eventID)
 		return UnknownOrder, nil
 	case err != nil:
 		return "", fmt.Errorf("follow %s for order %s: %w", subject, orderID, err)

@@ -317,6 +317,16 @@ func (s *Store) ListByBuyer(ctx context.Context, buyerID, before string, limit i
 	return orders, nil
 }
 
+// ListStuck implements app.Repository.
+func (s *Store) ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*order.Order, error) {
+	orders, err := query(ctx, s.pool, selectOrders+`WHERE o.status IN ('pending', 'awaiting_payment') AND o.expires_at < $1
+		ORDER BY o.expires_at, o.id LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stuck orders: %w", err)
+	}
+	return orders, nil
+}
+
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil

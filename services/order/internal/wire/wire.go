@@ -6,16 +6,19 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
+	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/config"
 	"github.com/stockflow/stockflow/services/order/internal/consumers"
 	"github.com/stockflow/stockflow/services/order/internal/httpapi"
 	orderpg "github.com/stockflow/stockflow/services/order/internal/postgres"
+	"github.com/stockflow/stockflow/services/order/internal/reconcile"
 )
 
 // Schema is the order service's own migrations (pkg/service adds the outbox and inbox).
@@ -30,15 +33,24 @@ func Schemas() []postgres.Schema { return orderpg.Schemas() }
 // consumers to run with natsx.Consume. It starts nothing. cfg.PaymentTimeout is the payment
 // window of orders that name none.
 func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (http.Handler, []service.Consumer) {
+	p := build(pool, log, cfg, ready)
+	return p.Handler, p.Consumers
+}
+
+func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) service.Parts {
 	svc := app.New(orderpg.New(pool), log, cfg.PaymentTimeout)
-	return httpapi.Handler(svc, log, ready), consumers.All(svc)
+	return service.Parts{
+		Handler:   httpapi.Handler(svc, log, ready),
+		Consumers: consumers.All(svc),
+		Jobs:      []pkgreconcile.Job{reconcile.StuckOrders(svc, &http.Client{Timeout: 5 * time.Second}, cfg)},
+	}
 }
 
 // Parts returns the service.Spec Wire function of the order service: Build on the
-// dependencies pkg/service brings up, ready when both the database and NATS answer.
+// dependencies pkg/service brings up, ready when both the database and NATS answer, plus the
+// stuck-order reconciliation job.
 func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
-		handler, cons := Build(d.Pool, d.Log, cfg, d.Ready)
-		return service.Parts{Handler: handler, Consumers: cons}, nil
+		return build(d.Pool, d.Log, cfg, d.Ready), nil
 	}
 }

@@ -53,6 +53,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (*payment.Payment, error)
 	// ListByOrder returns the payments of an order, oldest first (none: empty, no error).
 	ListByOrder(ctx context.Context, orderID string) ([]*payment.Payment, error)
+	// ListSucceeded returns up to limit payments still succeeded (not refunded) that were
+	// recorded in [from, to), oldest first.
+	ListSucceeded(ctx context.Context, from, to time.Time, limit int) ([]*payment.Payment, error)
 }
 
 // Service runs payment-adapter's use cases.

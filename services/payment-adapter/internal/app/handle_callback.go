@@ -74,13 +74,18 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 
 // outcome is the event announcing a new payment: payment.succeeded or payment.failed.
 func (s *Service) outcome(p *payment.Payment) (events.Message, error) {
-	var ev events.Event = events.PaymentSucceeded{
-		PaymentID: p.ID(), OrderID: p.OrderID(), Provider: p.Provider(), ProviderTxnID: p.ProviderTxnID(),
-		Amount: p.Amount(), Currency: p.Currency(),
-	}
+	var ev events.Event = succeeded(p)
 	if p.Status() == payment.Failed {
 		ev = events.PaymentFailed{PaymentID: p.ID(), OrderID: p.OrderID(), Reason: p.FailureReason()}
 	}
 	// A deterministic id: the same payment's outcome is one event, however often it is written.
 	return events.EncodeWithID(ev.Subject()+":"+p.ID(), ev, s.now())
+}
+
+// succeeded is the payment.succeeded event of p.
+func succeeded(p *payment.Payment) events.PaymentSucceeded {
+	return events.PaymentSucceeded{
+		PaymentID: p.ID(), OrderID: p.OrderID(), Provider: p.Provider(), ProviderTxnID: p.ProviderTxnID(),
+		Amount: p.Amount(), Currency: p.Currency(),
+	}
 }

@@ -205,6 +205,12 @@ func (s *Store) ListByOrder(ctx context.Context, orderID string) ([]*payment.Pay
 	return query(ctx, s.pool, selectPayments+` WHERE order_id = $1 ORDER BY created_at, payment_id`, orderID)
 }
 
+// ListSucceeded implements app.Store.
+func (s *Store) ListSucceeded(ctx context.Context, from, to time.Time, limit int) ([]*payment.Payment, error) {
+	return query(ctx, s.pool, selectPayments+` WHERE status = 'succeeded' AND created_at >= $1 AND created_at < $2
+		ORDER BY created_at, payment_id LIMIT $3`, from, to, limit)
+}
+
 func byTxn(ctx context.Context, q querier, provider, txnID string) (*payment.Payment, error) {
 	ps, err := query(ctx, q, selectPayments+` WHERE provider = $1 AND provider_txn_id = $2`, provider, txnID)
 	if err != nil {

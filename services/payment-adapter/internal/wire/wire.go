@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/config"
@@ -19,6 +22,7 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 	paymentpg "github.com/stockflow/stockflow/services/payment-adapter/internal/postgres"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
+	paymentreconcile "github.com/stockflow/stockflow/services/payment-adapter/internal/reconcile"
 )
 
 // Schema is payment-adapter's own migrations; service.Main adds the outbox and inbox ones.
@@ -37,9 +41,9 @@ func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts,
 
 // Build returns payment-adapter's parts on pool, a database with Schemas applied: the HTTP
 // handler (callbacks, the payment read API, GET /healthz and GET /readyz, ready when ready
-// returns nil) and the consumers to run with natsx.Consume. payment-adapter needs no
-// JetStream handle (it publishes only through the outbox) and no background loops. Build
-// starts nothing and fails only on a bad cfg.
+// returns nil), the consumers to run with natsx.Consume and the paid-but-not-sold
+// reconciliation job. payment-adapter needs no JetStream handle (it publishes only through
+// the outbox) and no background loops. Build starts nothing and fails only on a bad cfg.
 func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (service.Parts, error) {
 	sb, err := sandbox.New(cfg.SandboxSecret)
 	if err != nil {
@@ -50,5 +54,9 @@ func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
 	}
 	svc := app.New(paymentpg.New(pool), providers, log)
-	return service.Parts{Handler: httpapi.Handler(svc, log, ready), Consumers: consumers.All(svc)}, nil
+	return service.Parts{
+		Handler:   httpapi.Handler(svc, log, ready),
+		Consumers: consumers.All(svc),
+		Jobs:      []reconcile.Job{paymentreconcile.PaidNotSold(svc, &http.Client{Timeout: 5 * time.Second}, cfg)},
+	}, nil
 }
