@@ -57,6 +57,12 @@ func run(m *testing.M) int {
 			"TIMEOUT_SWEEP_INTERVAL=500ms",
 			"CONSUMER_ACK_WAIT=3s", // a SIGKILLed consumer's deliveries come back in 3 s, not 30
 			"LOG_LEVEL=DEBUG",
+			// The cross-service reconcile jobs run when a test triggers them, on whatever is
+			// old enough at once (reconcile_test.go).
+			"RECONCILE_PAID_NOT_SOLD_INTERVAL=0", "RECONCILE_PAID_NOT_SOLD_AGE=0s",
+			"RECONCILE_ORPHAN_LOCKS_INTERVAL=0", "RECONCILE_ORPHAN_LOCKS_AGE=0s",
+			"RECONCILE_STUCK_ORDERS_INTERVAL=0", "RECONCILE_STUCK_ORDERS_GRACE=0s",
+			"RECONCILE_BATCH=10000",
 		},
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "e2e: "+f+"\n", a...) },
 	}

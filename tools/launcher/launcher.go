@@ -146,19 +146,43 @@ func (s *System) ServiceDatabaseURL(svc string) string {
 	return u
 }
 
-// Start starts (or restarts) one service process.
-func (s *System) Start(ctx context.Context, svc string) error {
+// reserve fixes a service's URL: its configured port, the port of an earlier start, or a
+// free one.
+func (s *System) reserve(svc string) error {
+	if _, ok := s.URLs[svc]; ok {
+		return nil // a restart keeps the port
+	}
 	port := s.opts.Ports[svc]
 	if port == 0 {
-		if u, ok := s.URLs[svc]; ok { // a restart keeps the port
-			port, _ = strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-		} else {
-			var err error
-			if port, err = freePort(); err != nil {
-				return err
-			}
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
 		}
 	}
+	s.URLs[svc] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return nil
+}
+
+// peerURLs is the environment naming the other services a service calls (reconcile jobs).
+var peerURLs = map[string][]struct{ env, peer string }{
+	"stock":           {{"STOCK_ORDER_URL", "order"}},
+	"order":           {{"ORDER_STOCK_URL", "stock"}},
+	"payment-adapter": {{"PAYMENT_STOCK_URL", "stock"}},
+}
+
+// Start starts (or restarts) one service process.
+func (s *System) Start(ctx context.Context, svc string) error {
+	// The peers' addresses are fixed before they start: a service is told them up front.
+	if err := s.reserve(svc); err != nil {
+		return err
+	}
+	for _, p := range peerURLs[svc] {
+		if err := s.reserve(p.peer); err != nil {
+			return err
+		}
+	}
+	u := s.URLs[svc]
+	port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	if err := portFree(addr, 5*time.Second); err != nil { // a killed process may hold it a moment
 		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
@@ -170,6 +194,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	defer logf.Close()
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.NATSURL)
+	for _, p := range peerURLs[svc] {
+		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
+	}
 	cmd.Env = append(cmd.Env, s.opts.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -179,7 +206,6 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	p := &proc{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.exited) }() // reap
 	s.procs[svc] = p
-	s.URLs[svc] = "http://" + addr
 	return os.WriteFile(s.opts.path("pids", svc+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
