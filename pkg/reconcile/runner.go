@@ -111,12 +111,13 @@ func (r *Runner) Run(ctx context.Context, name string, mode Mode, trigger string
 	if err := r.finish(ctx, rep); err != nil {
 		return rep, errors.Join(runErr, err)
 	}
-	if rep.Found > 0 || runErr != nil {
-		r.log.InfoContext(ctx, "reconcile run", "job", name, "mode", string(mode), "trigger", trigger,
-			"checked", rep.Checked, "found", rep.Found, "repaired", rep.Repaired, "err", rep.Error)
-	}
+	attrsLog := []any{"job", name, "mode", string(mode), "trigger", trigger, "checked", rep.Checked, "found", rep.Found, "repaired", rep.Repaired}
 	if runErr != nil {
+		r.log.ErrorContext(ctx, "reconcile run failed", append(attrsLog, "err", runErr)...)
 		return rep, fmt.Errorf("reconcile %s: %w", name, runErr)
+	}
+	if rep.Found > 0 {
+		r.log.InfoContext(ctx, "reconcile run", attrsLog...)
 	}
 	return rep, nil
 }

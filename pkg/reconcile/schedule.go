@@ -31,13 +31,13 @@ func (r *Runner) Loops(mode Mode, checkOnly []string) []func(context.Context) er
 					return nil
 				case <-t.C:
 				}
-				_, err := r.Run(ctx, job.Name, m, "schedule")
+				rep, err := r.Run(ctx, job.Name, m, "schedule")
 				switch {
-				case err == nil, ctx.Err() != nil:
+				case err == nil, ctx.Err() != nil, rep.ID != 0: // a run that failed is logged by Run
 				case errors.Is(err, ErrAlreadyRunning):
 					r.log.DebugContext(ctx, "scheduled reconcile skipped: already running", "job", job.Name)
 				default:
-					r.log.ErrorContext(ctx, "scheduled reconcile failed", "job", job.Name, "err", err)
+					r.log.ErrorContext(ctx, "scheduled reconcile could not start", "job", job.Name, "err", err)
 				}
 			}
 		})
