@@ -173,3 +173,34 @@ func TestAdminAPIRejectsBadInput(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status)
 	assert.Len(t, runs.Runs, 2)
 }
+
+// The schedule runs each job with an interval in the configured mode (check for the jobs
+// named check-only), and skips jobs without one.
+func TestLoopsRunOnSchedule(t *testing.T) {
+	pool, _ := pgtest.New(t, reconcile.Schema)
+	fix, watch, never := &gateJob{}, &gateJob{}, &gateJob{}
+	jobs := []reconcile.Job{fix.job("fix"), watch.job("watch"), never.job("never")}
+	jobs[0].Interval, jobs[1].Interval = 20*time.Millisecond, 20*time.Millisecond
+	r, err := reconcile.NewRunner(pool, nil, jobs...)
+	require.NoError(t, err)
+	loops := r.Loops(reconcile.Repair, []string{"watch"})
+	require.Len(t, loops, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		wg.Go(func() { assert.NoError(t, l(ctx)) })
+	}
+	require.Eventually(t, func() bool { return fix.runs.Load() >= 2 && watch.runs.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	wg.Wait()
+	assert.Zero(t, never.runs.Load())
+	for job, mode := range map[string]reconcile.Mode{"fix": reconcile.Repair, "watch": reconcile.Check} {
+		runs, err := r.Runs(context.Background(), job, 100)
+		require.NoError(t, err)
+		require.NotEmpty(t, runs)
+		for _, run := range runs {
+			assert.Equal(t, mode, run.Mode, job)
+			assert.Equal(t, "schedule", run.Trigger)
+		}
+	}
+}
