@@ -1,0 +1,89 @@
+package reconcile_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
+	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/config"
+	"github.com/stockflow/stockflow/services/order/internal/order"
+	"github.com/stockflow/stockflow/services/order/internal/postgres"
+	"github.com/stockflow/stockflow/services/order/internal/reconcile"
+)
+
+// Each thing stock may have recorded about a stuck order leads to its transition. Stock's read
+// API is played by a server answering what a real stock would for each case (test/e2e runs
+// the real one, for the released case); the order database is real.
+func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, postgres.Schemas()...)
+	svc := app.New(postgres.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second)
+	place := func(key string) string {
+		o, _, err := svc.PlaceOrder(ctx, app.PlaceOrderRequest{IdempotencyKey: key, BuyerID: "u1", Currency: "CNY",
+			PaymentTimeout: time.Second, Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: 100}}})
+		require.NoError(t, err)
+		return o.ID()
+	}
+	awaiting := func(key string) string {
+		id := place(key)
+		_, err := svc.Reconcile(ctx, id, "test", func(o *order.Order, at time.Time) (bool, error) { return o.StockLocked(at) })
+		require.NoError(t, err)
+		return id
+	}
+	cases := map[string]struct{ id, stock, status string }{
+		"unknown":  {place("k1"), "", "pending"},
+		"rejected": {place("k2"), `{"outcome":"rejected","reject_reason":"insufficient_stock","reject_sku":"CUP-1","locks":[]}`, "rejected"},
+		"locked":   {place("k3"), `{"outcome":"locked","locks":[{"state":"locked"}]}`, "awaiting_payment"},
+		"sold":     {awaiting("k4"), `{"outcome":"locked","locks":[{"state":"sold"}]}`, "paid"},
+		"released": {awaiting("k5"), `{"outcome":"locked","locks":[{"state":"released"}]}`, "closed"},
+		"held":     {awaiting("k6"), `{"outcome":"locked","locks":[{"state":"locked"}]}`, "awaiting_payment"},
+	}
+	byID := map[string]string{}
+	for _, c := range cases {
+		byID[c.id] = c.stock
+	}
+	stock := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := byID[strings.TrimPrefix(r.URL.Path, "/v1/internal/orders/")]
+		if body == "" {
+			http.Error(w, `{"error":{"code":"order_not_found"}}`, http.StatusNotFound)
+			return
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(stock.Close)
+	time.Sleep(1100 * time.Millisecond) // every deadline passes
+	job := reconcile.StuckOrders(svc, stock.Client(), config.Config{StockURL: stock.URL, ReconcileBatch: 100})
+	r, err := pkgreconcile.NewRunner(pool, nil, job)
+	require.NoError(t, err)
+
+	check, err := r.Run(ctx, "stuck_orders", pkgreconcile.Check, "test")
+	require.NoError(t, err)
+	assert.Equal(t, 6, check.Found)
+	repair, err := r.Run(ctx, "stuck_orders", pkgreconcile.Repair, "test")
+	require.NoError(t, err)
+	assert.Equal(t, 5, repair.Repaired, "all but the lock stock still holds: %+v", repair.Findings)
+	for name, c := range cases {
+		o, err := svc.Get(ctx, c.id)
+		require.NoError(t, err)
+		assert.Equal(t, c.status, o.Status().String(), name)
+	}
+	var republished int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE subject = 'order.created' AND convert_from(data, 'UTF8') LIKE '%' || $1 || '%'`,
+		cases["unknown"].id).Scan(&republished))
+	assert.Equal(t, 2, republished, "the order.created stock never saw, under a new id")
+
+	again, err := r.Run(ctx, "stuck_orders", pkgreconcile.Check, "test")
+	require.NoError(t, err)
+	X
+}
