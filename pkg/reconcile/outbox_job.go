@@ -178,7 +178,7 @@ func deadLetters(ctx context.Context, js jetstream.JetStream, consumers []natsx.
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	oc, err := js.OrderedConsumer(ctx, natsx.StreamDeadLetter, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	oc, err := js.OrderedConsumer(ctx, natsx.StreamDeadLetter, jetstream.OrderedConsumerConfig{HeadersOnly: true, InactiveThreshold: 30 * time.Second})
 	if err != nil {
 		return fmt.Errorf("dead letters: %w", err)
 	}
