@@ -149,7 +149,7 @@ func TestHappyPathOverHTTP(t *testing.T) {
 	status, body := a.do("POST", "/v1/skus", `{"sku":"CUP-1","on_hand":300}`)
 	require.Equal(t, http.StatusCreated, status)
 	assert.Equal(t, map[string]any{"sku": "CUP-1", "on_hand": float64(300), "available": float64(300), "locked": float64(0),
-		"sold": float64(0), "incoming": float64(0), "updated_at": body["updated_at"]}, body)
+		"sold": float64(0), "incoming": float64(0), "slots": float64(1), "updated_at": body["updated_at"]}, body)
 
 	status, _ = a.do("POST", "/v1/skus/CUP-1/purchases", `{"qty":50,"remark":"PO-1"}`, "Idempotency-Key", "po-1")
 	require.Equal(t, http.StatusCreated, status)
