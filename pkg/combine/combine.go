@@ -18,15 +18,16 @@ type Options struct {
 	// 0: it takes what is queued and goes, so a lone caller pays no extra latency; under load
 	// batches form on their own while the previous ones commit).
 	MaxWait time.Duration
-	// Flushers is how many batches may run at once (default 2): one commits while the next
-	// gathers.
+	// Flushers is how many batches may run at once (default 1). On a small machine one is
+	// fastest: while it commits, the next batch queues up; more help when the database has
+	// cores to spare and the batches touch different rows.
 	Flushers int
 }
 
 // Defaults for Options.
 const (
 	DefaultMaxBatch = 128
-	DefaultFlushers = 2
+	DefaultFlushers = 1
 )
 
 // Result is one call's answer.

@@ -36,8 +36,9 @@ type Config struct {
 	// CombineWait is how long a batch with room left waits for more requests; 0 takes what
 	// is queued at once (batches still form under load, while the previous one commits).
 	CombineWait time.Duration `env:"STOCK_COMBINE_WAIT" envDefault:"0s"`
-	// CombineFlushers is how many batches run at once: one commits while the next gathers.
-	CombineFlushers int `env:"STOCK_COMBINE_FLUSHERS" envDefault:"2"`
+	// CombineFlushers is how many batches run at once. One is fastest on a 2-core machine
+	// (measured, docs/performance.md): while it commits, the next batch queues up.
+	CombineFlushers int `env:"STOCK_COMBINE_FLUSHERS" envDefault:"1"`
 	// ReconcileBatch is how many orders one run of a lock job handles at most.
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
 }
