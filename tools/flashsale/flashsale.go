@@ -69,13 +69,11 @@ func Default() Config {
 		StockURL:      "http://127.0.0.1:8082",
 		PaymentURL:    "http://127.0.0.1:8083",
 		SandboxSecret: "sandbox-secret",
-		// The article's promotion at 2/5 scale: 2,000 units, 1,700 buyers lock (85%, as
-		// 4,250 of 5,000 did), ~78% pay, the rest cancel or time out. Arrivals are spread over
-		// 90 s and the payment window is 15 s because this 2-core machine follows only a few
-		// dozen orders/s end to end on one hot SKU (until lock combining lands): faster
-		// arrivals leave buyers no time to see awaiting_payment and pay.
-		Units:          2000,
-		Buyers:         1700,
+		// The article's promotion: 5,000 units, 4,250 buyers lock (85%), ~78% pay, the rest
+		// cancel or time out, scaled in time: arrivals over 90 s and a 15 s payment window
+		// instead of 30 minutes.
+		Units:          5000,
+		Buyers:         4250,
 		MaxQty:         1,
 		UnitPrice:      9900,
 		Concurrency:    24,
