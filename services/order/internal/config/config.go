@@ -26,6 +26,9 @@ type Config struct {
 	// StuckOrdersGrace is how long past its deadline an order must be for that job: stock's
 	// overdue-lock sweep (30 s) and the events that follow normally settle it well within.
 	StuckOrdersGrace time.Duration `env:"RECONCILE_STUCK_ORDERS_GRACE" envDefault:"2m"`
+	// CombineMaxBatch caps how many concurrent POST /v1/orders are stored in one transaction
+	// (1..1000); 1 stores each in its own.
+	CombineMaxBatch int `env:"ORDER_COMBINE_MAX_BATCH" envDefault:"128"`
 	// ReconcileBatch is how many orders one run of that job handles at most.
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
 }
@@ -57,6 +60,9 @@ func (c Config) Validate() error {
 	}
 	if c.StuckOrdersInterval < 0 || c.StuckOrdersGrace < 0 {
 		errs = append(errs, errors.New("RECONCILE_STUCK_ORDERS_INTERVAL and _GRACE must not be negative"))
+	}
+	if c.CombineMaxBatch < 1 || c.CombineMaxBatch > 1000 {
+		errs = append(errs, errors.New("ORDER_COMBINE_MAX_BATCH must be between 1 and 1000"))
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))

@@ -20,6 +20,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, "nats://127.0.0.1:14222", cfg.NATSURL)
 	assert.True(t, cfg.AutoMigrate)
 	assert.Equal(t, 30*time.Minute, cfg.PaymentTimeout)
+	assert.Equal(t, 128, cfg.CombineMaxBatch)
 }
 
 func TestLoadOverridesAndValidates(t *testing.T) {
@@ -29,7 +30,8 @@ func TestLoadOverridesAndValidates(t *testing.T) {
 	assert.False(t, cfg.AutoMigrate)
 	assert.Equal(t, ":9000", cfg.HTTPAddr)
 
-	for _, bad := range []string{"PAYMENT_TIMEOUT=0s", "PAYMENT_TIMEOUT=25h", "PAYMENT_TIMEOUT=soon", "DATABASE_URL=mysql://x"} {
+	for _, bad := range []string{"PAYMENT_TIMEOUT=0s", "PAYMENT_TIMEOUT=25h", "PAYMENT_TIMEOUT=soon", "DATABASE_URL=mysql://x",
+		"ORDER_COMBINE_MAX_BATCH=0", "ORDER_COMBINE_MAX_BATCH=1001"} {
 		_, err := config.Load([]string{bad})
 		assert.Error(t, err, bad)
 	}

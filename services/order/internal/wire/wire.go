@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -30,15 +31,21 @@ func Schemas() []postgres.Schema { return orderpg.Schemas() }
 
 // Build returns the order service on pool, a database with Schemas applied: the HTTP handler
 // (the public order API plus GET /healthz, and GET /readyz answering ready()) and the
-// consumers to run with natsx.Consume. It starts nothing. cfg.PaymentTimeout is the payment
-// window of orders that name none.
+// consumers to run with natsx.Consume. It starts nothing but the goroutines that combine
+// concurrent order creations (cfg.CombineMaxBatch). cfg.PaymentTimeout is the payment window
+// of orders that name none.
 func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (http.Handler, []service.Consumer) {
 	p := build(pool, log, cfg, ready)
 	return p.Handler, p.Consumers
 }
 
 func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) service.Parts {
-	svc := app.New(orderpg.New(pool), log, cfg.PaymentTimeout)
+	store := orderpg.New(pool)
+	var repo app.Repository = store
+	if cfg.CombineMaxBatch > 1 {
+		repo = app.CombineCreates(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
+	}
+	svc := app.New(repo, log, cfg.PaymentTimeout)
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready),
 		Consumers: consumers.All(svc),

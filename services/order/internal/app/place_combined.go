@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/telemetry"
+	"github.com/stockflow/stockflow/services/order/internal/order"
+)
+
+// NewOrder is one order to store with BatchCreator.CreateAll: the arguments of one
+// Repository.Create.
+type NewOrder struct {
+	Order       *order.Order
+	Key         string
+	RequestHash []byte
+	Msgs        []events.Message
+}
+
+// Created is CreateAll's answer for one NewOrder: what Repository.Create would have returned.
+type Created struct {
+	Order   *order.Order
+	Created bool
+	// Err is this order's own failure (wrapping ErrIdempotencyConflict); nothing was stored
+	// for it, and the others of the batch are unaffected.
+	Err error
+}
+
+// BatchCreator stores many new orders in one transaction.
+type BatchCreator interface {
+	// CreateAll is Repository.Create for each of orders, in one transaction, with one answer
+	// per order in order. A key used more than once behaves as Creates made one after the
+	// other: the first occurrence decides and the later ones get its order (created=false)
+	// or ErrIdempotencyConflict. An error fails the batch as a whole: nothing is stored.
+	CreateAll(ctx context.Context, orders []NewOrder) ([]Created, error)
+}
+
+// CombiningRepository is a Repository whose Create gathers concurrent calls into CreateAll
+// batches — one transaction and one WAL flush for many buyers (DESIGN §7). Every other method
+// is the wrapped repository's.
+type CombiningRepository struct {
+	Repository
+	batches *combine.Batcher[NewOrder, Created]
+}
+
+// CombineCreates returns repo with Create combined as opts says. When a batch fails as a
+// whole (a deadlock victim, a constraint one order trips), each of its orders is created
+// alone, so one bad order cannot fail the others.
+func CombineCreates(repo interface {
+	Repository
+	BatchCreator
+}, opts combine.Options) *CombiningRepository {
+	run := func(ctx context.Context, reqs []NewOrder) []combine.Result[Created] {
+		out := make([]combine.Result[Created], len(reqs))
+		res, err := repo.CreateAll(ctx, reqs)
+		if err == nil {
+			for i, r := range res {
+				out[i] = combine.Result[Created]{Value: r, Err: r.Err}
+			}
+			return out
+		}
+		if len(reqs) == 1 {
+			out[0].Err = fmt.Errorf("create order: %w", err)
+			return out
+		}
+		// One after the other, in arrival order: a repeated key then finds the earlier order.
+		for i, r := range reqs {
+			o, created, err := repo.Create(ctx, r.Order, r.Key, r.RequestHash, r.Msgs)
+			out[i] = combine.Result[Created]{Value: Created{Order: o, Created: created}, Err: err}
+		}
+		return out
+	}
+	// Batches run on a context of their own: a caller giving up must not abort the others.
+	return &CombiningRepository{Repository: repo, batches: combine.New(context.Background(), opts, run)}
+}
+
+// Create implements Repository by running the order in the next batch. The messages carry
+// the caller's trace: the batch's transaction runs on no caller's context.
+func (r *CombiningRepository) Create(ctx context.Context, o *order.Order, key string, requestHash []byte, msgs []events.Message) (*order.Order, bool, error) {
+	traced := make([]events.Message, len(msgs))
+	for i, m := range msgs {
+		h := make(map[string]string, len(m.Headers)+2)
+		if m.Headers["traceparent"] == "" {
+			telemetry.InjectMap(ctx, h)
+		}
+		maps.Copy(h, m.Headers)
+		m.Headers = h
+		traced[i] = m
+	}
+	res, err := r.batches.Do(ctx, NewOrder{Order: o, Key: key, RequestHash: requestHash, Msgs: traced})
+	if errors.Is(err, combine.ErrClosed) || (err != nil && ctx.Err() != nil) {
+		return nil, false, fmt.Errorf("create order: %w", err)
+	}
+	if err != nil {
+		return nil, false, err // the repository's, wrapped as its Create wraps them
+	}
+	return res.Order, res.Created, nil
+}
+
+// Close waits for the batches in flight; later Creates fail with combine.ErrClosed.
+func (r *CombiningRepository) Close() { r.batches.Close() }

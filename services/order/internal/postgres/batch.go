@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/order"
+)
+
+var _ app.BatchCreator = (*Store)(nil)
+
+// CreateAll implements app.BatchCreator in one transaction: one multi-row INSERT … ON
+// CONFLICT DO NOTHING claims the keys (in key order, so two batches sharing keys cannot
+// deadlock); then the lines, history and outbox rows of the orders that got their key go in
+// one round trip with the look-up of the keys others hold, and the orders of the requests
+// that replay an earlier one are read.
+func (s *Store) CreateAll(ctx context.Context, orders []app.NewOrder) ([]app.Created, error) {
+	out := make([]app.Created, len(orders))
+	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		first := map[string]int{}
+		var claims []int // the first order of each key: the one that may insert
+		for i, n := range orders {
+			if _, ok := first[n.Key]; !ok {
+				first[n.Key] = i
+				claims = append(claims, i)
+			}
+		}
+		slices.SortFunc(claims, func(a, b int) int { return cmp.Compare(orders[a].Key, orders[b].Key) })
+		inserted, err := insertOrders(ctx, tx, orders, claims)
+		if err != nil {
+			return err
+		}
+		// holder is, per key, the order stored under it: ours, or an earlier request's.
+		type holder struct {
+			id   string
+			hash []byte
+			mine *order.Order
+		}
+		holders := map[string]holder{}
+		var created []*order.Order
+		var msgs []events.Message
+		var taken []string
+		for _, i := range claims {
+			n := orders[i]
+			if inserted[n.Order.ID()] {
+				holders[n.Key] = holder{id: n.Order.ID(), hash: n.RequestHash, mine: n.Order}
+				created, msgs = append(created, n.Order), append(msgs, n.Msgs...)
+				out[i] = app.Created{Order: n.Order, Created: true}
+			} else {
+				taken = append(taken, n.Key)
+			}
+		}
+		var b pgx.Batch
+		queueItemsAndHistory(&b, created)
+		if err := outbox.Stage(ctx, &b, msgs...); err != nil {
+			return err
+		}
+		if len(taken) > 0 {
+			b.Queue(`SELECT id, idempotency_key, request_hash FROM orders WHERE idempotency_key = ANY($1)`, taken).
+				Query(func(rows pgx.Rows) error {
+					for rows.Next() {
+						var h holder
+						var key string
+						if err := rows.Scan(&h.id, &key, &h.hash); err != nil {
+							return err
+						}
+						holders[key] = h
+					}
+					return rows.Err()
+				})
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return fmt.Errorf("insert order lines, history and outbox: %w", err)
+		}
+		// The orders that replay an earlier one's, read only now that their hashes matched:
+		// a conflicting request learns nothing of the order it clashed with.
+		var replays []int
+		var replayIDs []string
+		for i, n := range orders {
+			if out[i].Created {
+				continue
+			}
+			h, ok := holders[n.Key]
+			if !ok {
+				return fmt.Errorf("look up idempotency key %q: no order holds it", n.Key)
+			}
+			if !bytes.Equal(h.hash, n.RequestHash) {
+				out[i].Err = fmt.Errorf("create order: %w (order %s)", app.ErrIdempotencyConflict, h.id)
+				continue
+			}
+			replays = append(replays, i)
+			if h.mine == nil {
+				replayIDs = append(replayIDs, h.id)
+			}
+		}
+		earlier := map[string]*order.Order{}
+		if len(replayIDs) > 0 {
+			os, err := query(ctx, tx, selectOrders+`WHERE o.id = ANY($1)`, replayIDs)
+			if err != nil {
+				return fmt.Errorf("load earlier orders: %w", err)
+			}
+			for _, o := range os {
+				earlier[o.ID()] = o
+			}
+		}
+		for _, i := range replays {
+			h := holders[orders[i].Key]
+			stored := h.mine
+			if stored == nil {
+				stored = earlier[h.id]
+			}
+			if stored == nil {
+				return fmt.Errorf("load order %s: %w", h.id, order.ErrNotFound)
+			}
+			// A copy: each caller gets an order of its own, as it would from a load.
+			o, err := order.Restore(stored.Snapshot())
+			if err != nil {
+				return err
+			}
+			out[i] = app.Created{Order: o}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create %d orders: %w", len(orders), err)
+	}
+	return out, nil
+}
+
+// insertOrders inserts the order rows of orders[claims], in that order, skipping those whose
+// key is taken, and returns the ids inserted.
+func insertOrders(ctx context.Context, tx pgx.Tx, orders []app.NewOrder, claims []int) (map[string]bool, error) {
+	n := len(claims)
+	var (
+		ids, keys, buyers, currencies, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		hashes                                  = make([][]byte, n)
+		totals, timeouts                        = make([]int64, n), make([]int64, n)
+		createdAts, expiresAts, updatedAts      = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		cancelAts                               = make([]*time.Time, n)
+	)
+	for j, i := range claims {
+		snap := orders[i].Order.Snapshot()
+		ids[j], keys[j], hashes[j], buyers[j], currencies[j] = snap.ID, orders[i].Key, orders[i].RequestHash, snap.BuyerID, snap.Currency
+		totals[j], timeouts[j], statuses[j] = snap.Total, int64(snap.PaymentTimeout), snap.Status
+		createdAts[j], expiresAts[j], updatedAts[j], cancelAts[j] = snap.CreatedAt, snap.ExpiresAt, snap.UpdatedAt, nullTime(snap.CancelRequestedAt)
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO orders (id, idempotency_key, request_hash, buyer_id, currency, total, payment_timeout_ns,
+		                    status, created_at, expires_at, updated_at, cancel_requested_at)
+		SELECT id, k, h, b, c, t, pt, st, ca, ea, ua, cra
+		  FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+		              $8::text[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[])
+		       WITH ORDINALITY AS u (id, k, h, b, c, t, pt, st, ca, ea, ua, cra, ord)
+		 ORDER BY ord
+		ON CONFLICT (idempotency_key) DO NOTHING
+		RETURNING id`,
+		ids, keys, hashes, buyers, currencies, totals, timeouts, statuses, createdAts, expiresAts, updatedAts, cancelAts)
+	if err != nil {
+		return nil, fmt.Errorf("insert orders: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert orders: %w", err)
+	}
+	inserted := make(map[string]bool, len(got))
+	for _, id := range got {
+		inserted[id] = true
+	}
+	return inserted, nil
+}
+
+// queueItemsAndHistory queues the lines and the history of the new orders os on b, one
+// statement each.
+func queueItemsAndHistory(b *pgx.Batch, os []*order.Order) {
+	if len(os) == 0 {
+		return
+	}
+	var iOrders, skus, hOrders, hStatuses, hReasons []string
+	var lines, hSeqs []int32
+	var qtys, prices []int64
+	var hAts []time.Time
+	for _, o := range os {
+		snap := o.Snapshot()
+		for l, it := range snap.Items {
+			iOrders, lines, skus, qtys, prices = append(iOrders, snap.ID), append(lines, int32(l)), append(skus, it.SKU), append(qtys, it.Qty), append(prices, it.UnitPrice)
+		}
+		for seq, h := range snap.History {
+			hOrders, hSeqs, hStatuses, hReasons, hAts = append(hOrders, snap.ID), append(hSeqs, int32(seq)), append(hStatuses, h.Status.String()), append(hReasons, h.Reason), append(hAts, h.At)
+		}
+	}
+	b.Queue(`
+		INSERT INTO order_items (order_id, line, sku, qty, unit_price)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::bigint[])`,
+		iOrders, lines, skus, qtys, prices)
+	if len(hOrders) > 0 {
+		b.Queue(`
+			INSERT INTO order_history (order_id, seq, status, reason, at)
+			SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::timestamptz[])`,
+			hOrders, hSeqs, hStatuses, hReasons, hAts)
+	}
+}
