@@ -151,3 +151,24 @@ func (b *Batcher[R, T]) gather(calls []call[R, T]) []call[R, T] {
 	}
 	return calls
 }
+
+// Fallback returns a batch function that runs batch and, when it fails as a whole (a
+// deadlock victim, a lost connection, a constraint one request trips), runs each request
+// alone in arrival order, so one bad request cannot fail the others.
+func Fallback[R, T any](batch func(ctx context.Context, reqs []R) ([]Result[T], error), alone func(ctx context.Context, req R) Result[T]) func(context.Context, []R) []Result[T] {
+	return func(ctx context.Context, reqs []R) []Result[T] {
+		out, err := batch(ctx, reqs)
+		if err == nil {
+			return out
+		}
+		out = make([]Result[T], len(reqs))
+		if len(reqs) == 1 {
+			out[0].Err = err
+			return out
+		}
+		for i, r := range reqs {
+			out[i] = alone(ctx, r)
+		}
+		return out
+	}
+}

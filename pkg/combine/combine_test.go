@@ -93,3 +93,27 @@ func TestACallerGivingUpDoesNotStopTheBatch(t *testing.T) {
 	_, err := b.Do(context.Background(), 2)
 	assert.ErrorIs(t, err, combine.ErrClosed)
 }
+
+func TestFallbackRunsEachRequestAloneWhenTheBatchFails(t *testing.T) {
+	batch := func(_ context.Context, reqs []int) ([]combine.Result[int], error) {
+		if len(reqs) > 1 {
+			return nil, assert.AnError // one bad request fails the batch
+		}
+		return []combine.Result[int]{{Value: reqs[0]}}, nil
+	}
+	var order []int
+	alone := func(_ context.Context, r int) combine.Result[int] {
+		order = append(order, r)
+		if r == 2 {
+			return combine.Result[int]{Err: assert.AnError}
+		}
+		return combine.Result[int]{Value: r * 10}
+	}
+	run := combine.Fallback(batch, alone)
+	out := run(context.Background(), []int{1, 2, 3})
+	assert.Equal(t, []int{1, 2, 3}, order, "alone, in arrival order")
+	assert.Equal(t, 10, out[0].Value)
+	assert.ErrorIs(t, out[1].Err, assert.AnError)
+	assert.Equal(t, 30, out[2].Value)
+	assert.Equal(t, []combine.Result[int]{{Value: 7}}, run(context.Background(), []int{7}))
+}

@@ -54,26 +54,23 @@ func CombineCreates(repo interface {
 	Repository
 	BatchCreator
 }, opts combine.Options) *CombiningRepository {
-	run := func(ctx context.Context, reqs []NewOrder) []combine.Result[Created] {
-		out := make([]combine.Result[Created], len(reqs))
+	batch := func(ctx context.Context, reqs []NewOrder) ([]combine.Result[Created], error) {
 		res, err := repo.CreateAll(ctx, reqs)
-		if err == nil {
-			for i, r := range res {
-				out[i] = combine.Result[Created]{Value: r, Err: r.Err}
-			}
-			return out
+		if err != nil {
+			return nil, fmt.Errorf("create order: %w", err)
 		}
-		if len(reqs) == 1 {
-			out[0].Err = fmt.Errorf("create order: %w", err)
-			return out
+		out := make([]combine.Result[Created], len(res))
+		for i, r := range res {
+			out[i] = combine.Result[Created]{Value: r, Err: r.Err}
 		}
-		// One after the other, in arrival order: a repeated key then finds the earlier order.
-		for i, r := range reqs {
-			o, created, err := repo.Create(ctx, r.Order, r.Key, r.RequestHash, r.Msgs)
-			out[i] = combine.Result[Created]{Value: Created{Order: o, Created: created}, Err: err}
-		}
-		return out
+		return out, nil
 	}
+	// One after the other, in arrival order: a repeated key then finds the earlier order.
+	alone := func(ctx context.Context, r NewOrder) combine.Result[Created] {
+		o, created, err := repo.Create(ctx, r.Order, r.Key, r.RequestHash, r.Msgs)
+		return combine.Result[Created]{Value: Created{Order: o, Created: created}, Err: err}
+	}
+	run := combine.Fallback(batch, alone)
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	return &CombiningRepository{Repository: repo, batches: combine.New(context.Background(), opts, run)}
 }

@@ -163,10 +163,16 @@ func (s *Service) one(ctx context.Context, u *unit, fn func(tx *postgres.Tx) err
 
 // combined turns run, which takes a batch of calls in one transaction, into a combine batch
 // function. Calls with the same key go to separate rounds, one after the other (two payments
-// of one order are decided in turn). When a round fails as a whole — a deadlock victim, a lost
-// connection, a constraint no single request should trip — each of its calls runs alone, so
-// one bad call cannot fail the others.
+// of one order are decided in turn); a round that fails as a whole is run one call at a time
+// (combine.Fallback).
 func combined[C, T any](key func(C) string, run func(ctx context.Context, calls []C) ([]combine.Result[T], error)) func(context.Context, []C) []combine.Result[T] {
+	round := combine.Fallback(run, func(ctx context.Context, c C) combine.Result[T] {
+		res, err := run(ctx, []C{c})
+		if err != nil {
+			return combine.Result[T]{Err: err}
+		}
+		return res[0]
+	})
 	return func(ctx context.Context, calls []C) []combine.Result[T] {
 		out := make([]combine.Result[T], len(calls))
 		var rounds [][]int
@@ -179,28 +185,13 @@ func combined[C, T any](key func(C) string, run func(ctx context.Context, calls 
 			}
 			rounds[k] = append(rounds[k], i)
 		}
-		for _, round := range rounds {
-			batch := make([]C, len(round))
-			for j, i := range round {
+		for _, r := range rounds {
+			batch := make([]C, len(r))
+			for j, i := range r {
 				batch[j] = calls[i]
 			}
-			res, err := run(ctx, batch)
-			if err == nil {
-				for j, i := range round {
-					out[i] = res[j]
-				}
-				continue
-			}
-			for j, i := range round {
-				if len(round) == 1 {
-					out[i] = combine.Result[T]{Err: err}
-					continue
-				}
-				if res, err := run(ctx, batch[j:j+1]); err != nil {
-					out[i] = combine.Result[T]{Err: err}
-				} else {
-					out[i] = res[0]
-				}
+			for j, res := range round(ctx, batch) {
+				out[r[j]] = res
 			}
 		}
 		return out
