@@ -24,7 +24,7 @@ import (
 func setupCombined(t *testing.T) (*app.Service, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	repo := app.CombineCreates(postgres.New(pool), combine.Options{MaxBatch: 64})
+	repo := app.Combine(postgres.New(pool), combine.Options{MaxBatch: 64})
 	t.Cleanup(repo.Close)
 	return app.New(repo, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Minute), pool
 }

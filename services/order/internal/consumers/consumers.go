@@ -40,12 +40,19 @@ var (
 	PaymentSubjects = []string{events.SubjectPaymentFailed, events.SubjectPaymentRefunded}
 )
 
+// workers is how many outcomes each consumer handles at once. With the repository combined
+// (ORDER_COMBINE_MAX_BATCH > 1) they wait for their batch without holding a connection, and a
+// fetched batch of outcomes commits in one transaction. Outcomes of one order may be handled
+// out of order; the order's transitions decide (an outcome that is not a transition from the
+// order's status is ignored and logged).
+const workers = 64
+
 // All returns the order service's consumers.
 func All(svc *app.Service) []service.Consumer {
 	return []service.Consumer{
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockOutcomes, FilterSubjects: StockSubjects},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockOutcomes, FilterSubjects: StockSubjects, Workers: workers, MaxAckPending: 4 * workers},
 			Handle: handler(svc, StockOutcomes, decodeStock)},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamPayment, Durable: PaymentOutcomes, FilterSubjects: PaymentSubjects},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamPayment, Durable: PaymentOutcomes, FilterSubjects: PaymentSubjects, Workers: workers, MaxAckPending: 4 * workers},
 			Handle: handler(svc, PaymentOutcomes, decodePayment)},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +18,10 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
-var _ app.BatchCreator = (*Store)(nil)
+var (
+	_ app.BatchCreator = (*Store)(nil)
+	_ app.BatchUpdater = (*Store)(nil)
+)
 
 // CreateAll implements app.BatchCreator in one transaction: one multi-row INSERT … ON
 // CONFLICT DO NOTHING claims the keys (in key order, so two batches sharing keys cannot
@@ -208,4 +212,33 @@ func queueItemsAndHistory(b *pgx.Batch, os []*order.Order) {
 			SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::timestamptz[])`,
 			hOrders, hSeqs, hStatuses, hReasons, hAts)
 	}
+}
+
+// UpdateAll implements app.BatchUpdater: UpdateWith for many orders in one transaction — one
+// commit and one WAL flush for all. The updates run in order id order (one order's updates in
+// arrival order), so two batches cannot deadlock, each in a savepoint of its own: one that
+// fails (an unknown order, fn's error) is undone alone and the others commit. A failed commit
+// fails the batch as a whole.
+func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated, error) {
+	idx := make([]int, len(ups))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return ups[idx[a]].ID < ups[idx[b]].ID })
+	out := make([]app.Updated, len(ups))
+	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, i := range idx {
+			u := ups[i]
+			err := postgres.InTx(ctx, tx, func(sp pgx.Tx) error {
+				var err error
+				out[i].Duplicate, err = update(ctx, sp, u.ID, u.In, u.Fn)
+				return err
+			})
+			if err != nil { // rolled back to its savepoint; a broken connection fails the commit
+				out[i] = app.Updated{Err: fmt.Errorf("update order %s: %w", u.ID, err)}
+			}
+		}
+		return nil
+	})
+	return out, err
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
 func newOrders(t *testing.T, keys ...string) []app.NewOrder {
@@ -104,7 +106,7 @@ func combineAndBlock(t *testing.T) blocked {
 	t.Helper()
 	ctx := context.Background()
 	store, pool := setup(t)
-	repo := app.CombineCreates(store, combine.Options{MaxBatch: 128, Flushers: 1})
+	repo := app.Combine(store, combine.Options{MaxBatch: 128, Flushers: 1})
 	t.Cleanup(repo.Close)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -173,4 +175,60 @@ func TestCombinedCreateThatFailsTheBatchFailsAlone(t *testing.T) {
 	}
 	assert.Equal(t, 19, count(t, b.pool, `SELECT count(*) FROM orders WHERE id <> 'blocker'`))
 	assert.Equal(t, 19, count(t, b.pool, `SELECT count(*) FROM outbox`))
+}
+
+// TestUpdateAllUndoesAFailingUpdateAlone: an update of an unknown order and one whose fn fails
+// share a batch with good ones; the good ones commit, the failing ones leave nothing, and a
+// message claimed twice in the batch is applied once.
+func TestUpdateAllUndoesAFailingUpdateAlone(t *testing.T) {
+	ctx := context.Background()
+	store, pool := setup(t)
+	_, err := store.CreateAll(ctx, newOrders(t, "a", "b"))
+	require.NoError(t, err)
+	note := func(o *order.Order) ([]events.Message, error) {
+		o.Note(time.Now(), "noted")
+		return message(t, events.OrderCancelRequested{OrderID: o.ID()}), nil
+	}
+	boom := errors.New("boom")
+	in := &app.Inbound{Consumer: "c", MessageID: "m-1"}
+	res, err := store.UpdateAll(ctx, []app.Update{
+		{ID: "o1-b", Fn: note},
+		{ID: "nope", Fn: note},
+		{ID: "o0-a", In: in, Fn: note},
+		{ID: "o0-a", Fn: func(o *order.Order) ([]events.Message, error) { o.Note(time.Now(), "undone"); return nil, boom }},
+		{ID: "o0-a", In: in, Fn: note},
+	})
+	require.NoError(t, err)
+	assert.NoError(t, res[0].Err)
+	assert.ErrorIs(t, res[1].Err, order.ErrNotFound)
+	assert.NoError(t, res[2].Err)
+	assert.ErrorIs(t, res[3].Err, boom)
+	assert.True(t, res[4].Duplicate, "the same message again in the batch")
+	assert.Equal(t, 2, count(t, pool, `SELECT count(*) FROM order_history WHERE reason = 'noted'`))
+	assert.Zero(t, count(t, pool, `SELECT count(*) FROM order_history WHERE reason = 'undone'`))
+	assert.Equal(t, 2+2, count(t, pool, `SELECT count(*) FROM outbox`), "two creations, two notes")
+}
+
+// TestCombinedUpdatesOfOneOrderAllApply: concurrent UpdateWith calls on one order, combined,
+// each see the changes of the ones before.
+func TestCombinedUpdatesOfOneOrderAllApply(t *testing.T) {
+	ctx := context.Background()
+	store, pool := setup(t)
+	repo := app.Combine(store, combine.Options{MaxBatch: 32})
+	t.Cleanup(repo.Close)
+	_, err := store.CreateAll(ctx, newOrders(t, "a"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := repo.UpdateWith(ctx, "o0-a", &app.Inbound{Consumer: "c", MessageID: fmt.Sprint(i)}, func(o *order.Order) ([]events.Message, error) {
+				o.Note(time.Now(), "noted")
+				return nil, nil
+			})
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 50, count(t, pool, `SELECT count(*) FROM order_history WHERE reason = 'noted'`))
+	assert.Equal(t, 50, count(t, pool, `SELECT count(*) FROM inbox`))
 }

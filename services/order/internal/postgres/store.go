@@ -158,42 +158,47 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*order.Order) err
 // (a later statement) sees every change committed before ours.
 func (s *Store) UpdateWith(ctx context.Context, id string, in *app.Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
 	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if in != nil {
-			fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
-			if err != nil {
-				return err
-			}
-			if !fresh {
-				duplicate = true
-				return nil
-			}
-		}
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %s", order.ErrNotFound, id)
-		}
-		if err != nil {
-			return fmt.Errorf("lock order: %w", err)
-		}
-		o, err := load(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		before := len(o.History())
-		msgs, err := fn(o)
-		if err != nil {
-			return err
-		}
-		if err := save(ctx, tx, o, before); err != nil {
-			return err
-		}
-		return outbox.Write(ctx, tx, msgs...)
+		duplicate, err = update(ctx, tx, id, in, fn)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("update order %s: %w", id, err)
 	}
 	return duplicate, nil
+}
+
+// update is UpdateWith inside tx.
+func update(ctx context.Context, tx pgx.Tx, id string, in *app.Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
+	if in != nil {
+		fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
+		if err != nil {
+			return false, err
+		}
+		if !fresh {
+			return true, nil
+		}
+	}
+	var one int
+	err = tx.QueryRow(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("%w: %s", order.ErrNotFound, id)
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock order: %w", err)
+	}
+	o, err := load(ctx, tx, id)
+	if err != nil {
+		return false, err
+	}
+	before := len(o.History())
+	msgs, err := fn(o)
+	if err != nil {
+		return false, err
+	}
+	if err := save(ctx, tx, o, before); err != nil {
+		return false, err
+	}
+	return false, outbox.Write(ctx, tx, msgs...)
 }
 
 // save writes what changed since the order was loaded with before history entries. Every

@@ -43,7 +43,7 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 	store := orderpg.New(pool)
 	var repo app.Repository = store
 	if cfg.CombineMaxBatch > 1 {
-		repo = app.CombineCreates(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
+		repo = app.Combine(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
 	}
 	svc := app.New(repo, log, cfg.PaymentTimeout)
 	return service.Parts{
