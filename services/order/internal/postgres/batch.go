@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -214,31 +215,153 @@ func queueItemsAndHistory(b *pgx.Batch, os []*order.Order) {
 	}
 }
 
-// UpdateAll implements app.BatchUpdater: UpdateWith for many orders in one transaction — one
-// commit and one WAL flush for all. The updates run in order id order (one order's updates in
-// arrival order), so two batches cannot deadlock, each in a savepoint of its own: one that
-// fails (an unknown order, fn's error) is undone alone and the others commit. A failed commit
-// fails the batch as a whole.
+// UpdateAll implements app.BatchUpdater: UpdateWith for many orders in one transaction and a
+// handful of statements, whatever their number — one commit and one WAL flush for all. The
+// inbox claims are taken in one statement, the orders locked (in id order, so two batches
+// cannot deadlock) and read in two more; each fn then runs in arrival order on its order (so
+// two updates of one order see each other), and the changed rows, their history and the
+// outbox rows go in one round trip before the commit. An update that fails (an unknown order,
+// fn's error) leaves its order as it was and its message unclaimed; the others commit.
 func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated, error) {
-	idx := make([]int, len(ups))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return ups[idx[a]].ID < ups[idx[b]].ID })
 	out := make([]app.Updated, len(ups))
 	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, i := range idx {
-			u := ups[i]
-			err := postgres.InTx(ctx, tx, func(sp pgx.Tx) error {
-				var err error
-				out[i].Duplicate, err = update(ctx, sp, u.ID, u.In, u.Fn)
-				return err
-			})
-			if err != nil { // rolled back to its savepoint; a broken connection fails the commit
-				out[i] = app.Updated{Err: fmt.Errorf("update order %s: %w", u.ID, err)}
+		fresh, err := claimAll(ctx, tx, ups)
+		if err != nil {
+			return err
+		}
+		orders, err := lockAll(ctx, tx, ups, fresh)
+		if err != nil {
+			return err
+		}
+		loaded := map[string]int{} // history entries each order had when read
+		for id, o := range orders {
+			loaded[id] = len(o.History())
+		}
+		var msgs []events.Message
+		var failed []inbox.Message
+		for i, u := range ups {
+			if !fresh[i] {
+				out[i].Duplicate = true
+				continue
+			}
+			o, ok := orders[u.ID]
+			if !ok {
+				out[i].Err = fmt.Errorf("update order %s: %w: %s", u.ID, order.ErrNotFound, u.ID)
+			} else if ms, err := runOn(o, u.Fn); err != nil {
+				out[i].Err = fmt.Errorf("update order %s: %w", u.ID, err)
+			} else {
+				msgs = append(msgs, ms...)
+			}
+			if out[i].Err != nil && u.In != nil {
+				failed = append(failed, inbox.Message{Consumer: u.In.Consumer, ID: u.In.MessageID})
 			}
 		}
-		return nil
+		if err := inbox.Unclaim(ctx, tx, failed); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		queueChanges(b, orders, loaded)
+		if err := outbox.Stage(ctx, b, msgs...); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimAll claims the messages of the updates that carry one; fresh[i] is false for a message
+// processed before (or earlier in ups).
+func claimAll(ctx context.Context, tx pgx.Tx, ups []app.Update) ([]bool, error) {
+	fresh := make([]bool, len(ups))
+	var msgs []inbox.Message
+	var with []int
+	for i, u := range ups {
+		fresh[i] = true
+		if u.In != nil {
+			msgs, with = append(msgs, inbox.Message{Consumer: u.In.Consumer, ID: u.In.MessageID}), append(with, i)
+		}
+	}
+	if len(msgs) == 0 {
+		return fresh, nil
+	}
+	claimed, err := inbox.ClaimAll(ctx, tx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range with {
+		fresh[i] = claimed[k]
+	}
+	return fresh, nil
+}
+
+// lockAll locks the orders the fresh updates name, in id order, and reads them.
+func lockAll(ctx context.Context, tx pgx.Tx, ups []app.Update, fresh []bool) (map[string]*order.Order, error) {
+	var ids []string
+	for i, u := range ups {
+		if fresh[i] {
+			ids = append(ids, u.ID)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
+		return nil, fmt.Errorf("lock %d orders: %w", len(ids), err)
+	}
+	list, err := query(ctx, tx, selectOrders+`WHERE o.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d orders: %w", len(ids), err)
+	}
+	orders := make(map[string]*order.Order, len(list))
+	for _, o := range list {
+		orders[o.ID()] = o
+	}
+	return orders, nil
+}
+
+// runOn runs fn on o; when fn fails, o is put back as it was.
+func runOn(o *order.Order, fn func(*order.Order) ([]events.Message, error)) ([]events.Message, error) {
+	before := o.Snapshot()
+	msgs, err := fn(o)
+	if err == nil {
+		return msgs, nil
+	}
+	back, rerr := order.Restore(before)
+	if rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	*o = *back
+	return nil, err
+}
+
+// queueChanges queues on b the new status and the new history of every order that changed
+// since it was read (loaded holds its history length then).
+func queueChanges(b *pgx.Batch, orders map[string]*order.Order, loaded map[string]int) {
+	var ids, statuses []string
+	var updated, cancelAt []*time.Time
+	var hIDs, hStatuses, hReasons []string
+	var hSeqs []int
+	var hAts []time.Time
+	for id, o := range orders {
+		snap := o.Snapshot()
+		if len(snap.History) == loaded[id] {
+			continue
+		}
+		ids, statuses = append(ids, id), append(statuses, snap.Status)
+		updated, cancelAt = append(updated, &snap.UpdatedAt), append(cancelAt, nullTime(snap.CancelRequestedAt))
+		for k, h := range snap.History[loaded[id]:] {
+			hIDs, hSeqs, hStatuses, hReasons, hAts = append(hIDs, id), append(hSeqs, loaded[id]+k), append(hStatuses, h.Status.String()), append(hReasons, h.Reason), append(hAts, h.At)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	b.Queue(`UPDATE orders SET status = u.status, updated_at = u.updated_at, cancel_requested_at = u.cancel_at
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, status, updated_at, cancel_at)
+		WHERE orders.id = u.id`, ids, statuses, updated, cancelAt)
+	b.Queue(`INSERT INTO order_history (order_id, seq, status, reason, at)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::timestamptz[])`,
+		hIDs, hSeqs, hStatuses, hReasons, hAts)
 }
