@@ -305,6 +305,9 @@ func lockAll(ctx context.Context, tx pgx.Tx, ups []app.Update, fresh []bool) (ma
 			ids = append(ids, u.ID)
 		}
 	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -153,70 +151,15 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*order.Order) err
 	return err
 }
 
-// UpdateWith implements app.Repository. The inbox claim comes first, so a duplicate does not
-// even lock the order; the order row is then locked FOR UPDATE before it is read, so the read
-// (a later statement) sees every change committed before ours.
+// UpdateWith implements app.Repository: UpdateAll of one update. The inbox claim comes
+// first, so a duplicate does not even lock the order; the order row is then locked FOR UPDATE
+// before it is read, so the read sees every change committed before ours.
 func (s *Store) UpdateWith(ctx context.Context, id string, in *app.Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		duplicate, err = update(ctx, tx, id, in, fn)
-		return err
-	})
+	res, err := s.UpdateAll(ctx, []app.Update{{ID: id, In: in, Fn: fn}})
 	if err != nil {
 		return false, fmt.Errorf("update order %s: %w", id, err)
 	}
-	return duplicate, nil
-}
-
-// update is UpdateWith inside tx.
-func update(ctx context.Context, tx pgx.Tx, id string, in *app.Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
-	if in != nil {
-		fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
-		if err != nil {
-			return false, err
-		}
-		if !fresh {
-			return true, nil
-		}
-	}
-	var one int
-	err = tx.QueryRow(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("%w: %s", order.ErrNotFound, id)
-	}
-	if err != nil {
-		return false, fmt.Errorf("lock order: %w", err)
-	}
-	o, err := load(ctx, tx, id)
-	if err != nil {
-		return false, err
-	}
-	before := len(o.History())
-	msgs, err := fn(o)
-	if err != nil {
-		return false, err
-	}
-	if err := save(ctx, tx, o, before); err != nil {
-		return false, err
-	}
-	return false, outbox.Write(ctx, tx, msgs...)
-}
-
-// save writes what changed since the order was loaded with before history entries. Every
-// change of an order appends history, so an order with no new entry is left untouched.
-func save(ctx context.Context, tx pgx.Tx, o *order.Order, before int) error {
-	snap := o.Snapshot()
-	if len(snap.History) == before {
-		return nil
-	}
-	if len(snap.History) < before {
-		return fmt.Errorf("save order %s: history shrank from %d to %d entries", snap.ID, before, len(snap.History))
-	}
-	_, err := tx.Exec(ctx, `UPDATE orders SET status = $2, updated_at = $3, cancel_requested_at = $4 WHERE id = $1`,
-		snap.ID, snap.Status, snap.UpdatedAt, nullTime(snap.CancelRequestedAt))
-	if err != nil {
-		return fmt.Errorf("update order row: %w", err)
-	}
-	return insertHistory(ctx, tx, snap.ID, before, snap.History[before:])
+	return res[0].Duplicate, res[0].Err
 }
 
 type querier interface {
