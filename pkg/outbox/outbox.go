@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/telemetry"
 )
@@ -96,3 +97,29 @@ func Stage(ctx context.Context, b *pgx.Batch, msgs ...events.Message) error {
 
 // errNotLeader is returned by a pass that found another relay publishing.
 var errNotLeader = errors.New("another relay holds the outbox lock")
+
+// InTx is the transaction of a message consumer (or of a call that emits events): it claims
+// msg in the inbox (nil: no message, nothing to claim) — a message processed before returns
+// duplicate=true and fn does not run — then runs fn and writes the events fn returns to the
+// outbox, all in one transaction of db, so a crash at any line loses or duplicates nothing.
+// An error from fn rolls everything back, the claim included.
+func InTx(ctx context.Context, db postgres.Beginner, msg *inbox.Message, fn func(pgx.Tx) ([]events.Message, error)) (duplicate bool, err error) {
+	err = postgres.InTx(ctx, db, func(tx pgx.Tx) error {
+		if msg != nil {
+			fresh, err := inbox.Claim(ctx, tx, msg.Consumer, msg.ID)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				duplicate = true
+				return nil
+			}
+		}
+		msgs, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		return Write(ctx, tx, msgs...)
+	})
+	return duplicate, err
+}

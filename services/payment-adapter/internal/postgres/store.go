@@ -43,21 +43,13 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // RememberOrder implements app.Store.
 func (s *Store) RememberOrder(ctx context.Context, in app.Inbound, o payment.OrderTotal) (duplicate bool, err error) {
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
-		if err != nil {
-			return err
-		}
-		if !fresh {
-			duplicate = true
-			return nil
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency) VALUES ($1, $2, $3)
+	duplicate, err = outbox.InTx(ctx, s.pool, claim(&in), func(tx pgx.Tx) ([]events.Message, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency) VALUES ($1, $2, $3)
 			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency)
 		if err != nil {
-			return fmt.Errorf("insert order total: %w", err)
+			return nil, fmt.Errorf("insert order total: %w", err)
 		}
-		return nil
+		return nil, nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("remember order %s: %w", o.OrderID, err)
@@ -125,48 +117,46 @@ func (s *Store) UpdatePayments(ctx context.Context, in *app.Inbound, sel app.Sel
 	if (sel.PaymentID == "") == (sel.OrderID == "") {
 		return false, 0, errors.New("update payments: select by exactly one of payment id and order id")
 	}
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if in != nil {
-			fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
-			if err != nil {
-				return err
-			}
-			if !fresh {
-				duplicate = true
-				return nil
-			}
-		}
+	duplicate, err = outbox.InTx(ctx, s.pool, claim(in), func(tx pgx.Tx) ([]events.Message, error) {
 		where, arg := "payment_id = $1", sel.PaymentID
 		if sel.OrderID != "" {
 			where, arg = "order_id = $1", sel.OrderID
 		}
 		ps, err := query(ctx, tx, selectPayments+` WHERE `+where+` ORDER BY created_at, payment_id FOR UPDATE`, arg)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(ps) == 0 && sel.PaymentID != "" {
-			return fmt.Errorf("%w: %s", payment.ErrNotFound, sel.PaymentID) // rolls back the claim
+			return nil, fmt.Errorf("%w: %s", payment.ErrNotFound, sel.PaymentID) // rolls back the claim
 		}
 		found = len(ps)
 		var msgs []events.Message
 		for _, p := range ps {
 			changed, m, err := fn(p)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if changed {
 				if err := save(ctx, tx, p); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			msgs = append(msgs, m...)
 		}
-		return outbox.Write(ctx, tx, msgs...)
+		return msgs, nil
 	})
 	if err != nil {
 		return false, 0, fmt.Errorf("update payments: %w", err)
 	}
 	return duplicate, found, nil
+}
+
+// claim is the inbox message of in; nil when in is.
+func claim(in *app.Inbound) *inbox.Message {
+	if in == nil {
+		return nil
+	}
+	return &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
 }
 
 // save writes the mutable columns of p: status and refund.

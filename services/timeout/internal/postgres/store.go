@@ -42,23 +42,11 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Within implements app.Store.
 func (s *Store) Within(ctx context.Context, in *app.Inbound, fn func(app.Tx) ([]events.Message, error)) (duplicate bool, err error) {
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if in != nil {
-			fresh, err := inbox.Claim(ctx, tx, in.Consumer, in.MessageID)
-			if err != nil {
-				return err
-			}
-			if !fresh {
-				duplicate = true
-				return nil
-			}
-		}
-		msgs, err := fn(txStore{tx})
-		if err != nil {
-			return err
-		}
-		return outbox.Write(ctx, tx, msgs...)
-	})
+	var claim *inbox.Message
+	if in != nil {
+		claim = &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
+	}
+	duplicate, err = outbox.InTx(ctx, s.pool, claim, func(tx pgx.Tx) ([]events.Message, error) { return fn(txStore{tx}) })
 	if err != nil {
 		return false, fmt.Errorf("deadline tx: %w", err)
 	}
