@@ -158,7 +158,9 @@ func (r *Runner) lock(ctx context.Context, name string) (unlock func(), err erro
 		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
 			// Closing the session is what frees a session lock for sure.
 			r.log.Warn("reconcile unlock failed; closing the connection", "job", name, "err", err)
-			_ = conn.Hijack().Close(uctx)
+			if err := conn.Hijack().Close(uctx); err != nil {
+				r.log.Error("closing the connection that holds the job lock failed", "job", name, "err", err)
+			}
 			return
 		}
 		conn.Release()

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -172,10 +173,7 @@ func demand(groups []group) (fixedSKUs []string, fixedSlots []int, takeSKUs []st
 		}
 	}
 	keys := slices.SortedFunc(maps.Keys(fixed), func(a, b slotKey) int {
-		if a.sku != b.sku {
-			return cmpString(a.sku, b.sku)
-		}
-		return a.slot - b.slot
+		return cmp.Or(cmp.Compare(a.sku, b.sku), cmp.Compare(a.slot, b.slot))
 	})
 	for _, k := range keys {
 		fixedSKUs, fixedSlots = append(fixedSKUs, k.sku), append(fixedSlots, k.slot)
@@ -186,16 +184,6 @@ func demand(groups []group) (fixedSKUs []string, fixedSlots []int, takeSKUs []st
 	return fixedSKUs, fixedSlots, takeSKUs, needs, true
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func (h *held) scan(rows pgx.Rows) error {
 	for rows.Next() {
 		var k slotKey
@@ -204,9 +192,8 @@ func (h *held) scan(rows pgx.Rows) error {
 		if err := rows.Scan(&k.sku, &k.slot, &q.OnHand, &q.Locked, &q.Sold, &q.Incoming, &slots); err != nil {
 			return err
 		}
-		if _, dup := h.figures[k]; !dup {
-			h.rows[k.sku] = append(h.rows[k.sku], k.slot)
-			slices.Sort(h.rows[k.sku])
+		if i, dup := slices.BinarySearch(h.rows[k.sku], k.slot); !dup {
+			h.rows[k.sku] = slices.Insert(h.rows[k.sku], i, k.slot)
 		}
 		h.figures[k], h.slots[k.sku] = q, slots
 	}
@@ -220,7 +207,7 @@ func (h *held) walkAll(groups []group, rot int) ([][]stock.LedgerEntry, []error,
 	figures := maps.Clone(h.figures)
 	sums := map[slotKey]stock.Quantities{}
 	for gi, g := range groups {
-		w := walker{held: h, figures: figures, moved: map[slotKey]stock.Quantities{}, rot: rot, operator: g.operator}
+		w := walker{held: h, accepted: figures, moved: map[slotKey]stock.Quantities{}, rot: rot, operator: g.operator}
 		if errs[gi] = w.walk(g.moves); errs[gi] != nil {
 			continue
 		}
@@ -234,10 +221,11 @@ func (h *held) walkAll(groups []group, rot int) ([][]stock.LedgerEntry, []error,
 	return entries, errs, sums
 }
 
-// walker applies one group tentatively: moved overlays figures until the group is accepted.
+// walker applies one group tentatively: moved overlays the figures the accepted groups left
+// until this one is accepted too.
 type walker struct {
 	*held
-	figures  map[slotKey]stock.Quantities
+	accepted map[slotKey]stock.Quantities
 	moved    map[slotKey]stock.Quantities
 	rot      int
 	operator string
@@ -248,7 +236,7 @@ func (w *walker) get(k slotKey) (stock.Quantities, bool) {
 	if q, ok := w.moved[k]; ok {
 		return q, true
 	}
-	q, ok := w.figures[k]
+	q, ok := w.accepted[k]
 	return q, ok
 }
 
