@@ -1,8 +1,8 @@
 # The few targets a newcomer needs. Everything else is a Go command.
 .PHONY: demo up down status test bench loadtest
 
-demo: ## bring everything up (fresh machine included), then run a flash sale you can watch
-	@go run ./tools/cmd/stockflow demo
+demo: ## bring everything up (fresh machine included), then run a flash sale you can watch; ARGS= flash-sale flags
+	@go run ./tools/cmd/stockflow demo $(ARGS)
 
 up:
 	@go run ./tools/cmd/stockflow up

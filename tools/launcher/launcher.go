@@ -5,8 +5,11 @@ package launcher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -275,16 +278,10 @@ func Down(o Options) error {
 		files = append(files, o.path("pids", svc+".pid"))
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err == nil && pid > 0 {
+		if pid := readPid(f); pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 			if !waitGone(pid, 15*time.Second) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -295,13 +292,27 @@ func Down(o Options) error {
 			errs = append(errs, err)
 		}
 	}
-	if data, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
-		if err := pgCtl(context.Background(), strings.TrimSpace(string(data)), "stop", "-m", "fast", "-w"); err != nil {
-			errs = append(errs, err)
+	if b, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
+		if data := strings.TrimSpace(string(b)); postmasterRunning(data) {
+			if err := pgCtl(context.Background(), data, "stop", "-m", "fast", "-w"); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		errs = append(errs, os.Remove(o.path("pids", "pg.data")))
 	}
 	return errors.Join(errs...)
+}
+
+// Purge is Down, then removes the state up kept for next time: the throwaway cluster (outside
+// the checkout when we are root) and the NATS store. Logs and binaries stay.
+func Purge(o Options) error {
+	o.defaults()
+	err := Down(o)
+	dir, derr := clusterDir(o)
+	if derr == nil {
+		derr = os.RemoveAll(dir)
+	}
+	return errors.Join(err, derr, os.RemoveAll(o.path("nats")))
 }
 
 // Stop is Down for a System: what this System started.
@@ -310,16 +321,21 @@ func (s *System) Stop() error { return Down(s.opts) }
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		// A zombie child still answers kill 0; reaped children vanish.
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(b), ") Z ") {
+		if !alive(pid) {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
+}
+
+// alive says whether pid runs; a zombie child still answers kill 0, so it counts as gone.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 func reachable(ctx context.Context, url string) bool {
@@ -334,7 +350,9 @@ func reachable(ctx context.Context, url string) bool {
 }
 
 // EnsurePostgres returns the URL of a PostgreSQL that answers: o.DatabaseURL when it does,
-// else a throwaway cluster under RunDir/pg (initdb + pg_ctl from Debian's postgresql package).
+// else this checkout's throwaway cluster (initdb + pg_ctl from Debian's postgresql package) on
+// o.PGPort. A port that answers for another cluster — another checkout's `make up` — is an error,
+// not a server to share.
 func EnsurePostgres(ctx context.Context, o Options) (string, error) {
 	o.defaults()
 	if o.DatabaseURL != "" {
@@ -343,40 +361,99 @@ func EnsurePostgres(ctx context.Context, o Options) (string, error) {
 		}
 		o.Log("DATABASE_URL %s does not answer; starting a throwaway cluster", o.DatabaseURL)
 	}
-	own := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", o.PGPort)
-	if reachable(ctx, own) {
-		return own, nil
-	}
-	data := o.path("pg")
 	for _, d := range []string{"logs", "pids"} { // `stockflow pg` may run before any `up`
 		if err := os.MkdirAll(o.path(d), 0o755); err != nil {
 			return "", err
 		}
 	}
-	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
-		bin, err := pgBin()
-		if err != nil {
-			return "", err
-		}
-		o.Log("initdb %s", data)
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			return "", err
-		}
-		if err := chownToPostgres(o.RunDir, data, o.path("logs")); err != nil {
-			return "", err
-		}
-		if out, err := asPostgres(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("initdb: %w\n%s", err, out)
-		}
-	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=400", o.PGPort, data)
-	if err := pgCtl(ctx, data, "start", "-w", "-t", "60", "-l", o.path("logs", "postgres.log"), "-o", opts); err != nil {
+	dir, err := clusterDir(o)
+	if err != nil {
 		return "", err
+	}
+	data := filepath.Join(dir, "data")
+	own := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", o.PGPort)
+	if !postmasterRunning(data) {
+		if portFree(fmt.Sprintf("127.0.0.1:%d", o.PGPort), 0) != nil {
+			return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", o.PGPort)
+		}
+		if err := startCluster(ctx, o, dir, data); err != nil {
+			return "", err
+		}
 	}
 	if err := os.WriteFile(o.path("pids", "pg.data"), []byte(data), 0o644); err != nil {
 		return "", err
 	}
 	return own, nil
+}
+
+// clusterDir is the folder of this checkout's throwaway cluster: RunDir/pg, or, when we are
+// root, a folder outside the checkout. As root the server runs as the postgres user, who cannot
+// reach into a private checkout (a clone under /root or in a mktemp -d folder), so the cluster
+// lives under that user's home (or the temp dir), one folder per checkout, named by a hash of
+// RunDir so that `make down` and `make status` find it again and two checkouts never share one.
+func clusterDir(o Options) (string, error) {
+	if os.Geteuid() != 0 {
+		return o.path("pg"), nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return "", fmt.Errorf("running as root needs a postgres user to own the throwaway cluster (PostgreSQL refuses to run as root): %w", err)
+	}
+	base := u.HomeDir
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+		base = os.TempDir()
+	}
+	abs, err := filepath.Abs(o.RunDir)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(base, "stockflow", hex.EncodeToString(sum[:6])), nil
+}
+
+// startCluster initialises the cluster on first use and starts it, its log in dir (the server
+// writes it as its own user) and linked from RunDir/logs.
+func startCluster(ctx context.Context, o Options, dir, data string) error {
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		o.Log("initdb %s", data)
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return err
+		}
+		// Which checkout the folder serves, for a person who finds it.
+		if err := os.WriteFile(filepath.Join(dir, "checkout"), []byte(o.RunDir+"\n"), 0o644); err != nil {
+			return err
+		}
+		if err := chownToPostgres(filepath.Dir(dir), dir, data); err != nil {
+			return err
+		}
+		bin, err := pgBin()
+		if err != nil {
+			return err
+		}
+		if out, err := asPostgres(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb: %w\n%s", err, out)
+		}
+	}
+	logPath := filepath.Join(dir, "postgres.log")
+	if link := o.path("logs", "postgres.log"); link != logPath {
+		_ = os.Remove(link)
+		if err := os.Symlink(logPath, link); err != nil {
+			return err
+		}
+	}
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=400", o.PGPort, data)
+	return pgCtl(ctx, data, "start", "-w", "-t", "60", "-l", logPath, "-o", opts)
+}
+
+// postmasterRunning says whether the cluster in data runs: its postmaster.pid names a live
+// process.
+func postmasterRunning(data string) bool {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return err == nil && pid > 0 && alive(pid)
 }
 
 func pgBin() (string, error) {
@@ -458,9 +535,11 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 		}
 	}
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-		c.Close()
-		return url, nil
+	if pid := readPid(o.path("pids", "nats.pid")); pid > 0 && alive(pid) {
+		return url, nil // ours, from an earlier up
+	}
+	if portFree(fmt.Sprintf("127.0.0.1:%d", port), 0) != nil {
+		return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", port)
 	}
 	bin, err := NATSBinary(ctx, o)
 	if err != nil {
@@ -491,21 +570,38 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 	return "", fmt.Errorf("nats-server did not start; see %s", o.path("logs", "nats.log"))
 }
 
-// Status prints which started processes still run.
-func Status(o Options, w interface{ Write([]byte) (int, error) }) error {
+// Status prints which started processes still run, and where the throwaway cluster lives.
+func Status(o Options, w io.Writer) error {
 	o.defaults()
-	files, _ := filepath.Glob(o.path("pids", "*.pid"))
+	files, _ := filepath.Glob(o.path("pids", "*"))
+	if len(files) == 0 {
+		fmt.Fprintln(w, "nothing of this checkout runs (make up starts it)")
+	}
+	files, _ = filepath.Glob(o.path("pids", "*.pid"))
 	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		pid := readPid(f)
 		state := "stopped"
-		if pid > 0 && syscall.Kill(pid, 0) == nil {
+		if pid > 0 && alive(pid) {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
 		fmt.Fprintf(w, "%-16s %s\n", strings.TrimSuffix(filepath.Base(f), ".pid"), state)
 	}
 	if data, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
-		fmt.Fprintf(w, "%-16s throwaway cluster in %s\n", "postgres", strings.TrimSpace(string(data)))
+		state := "stopped"
+		if postmasterRunning(strings.TrimSpace(string(data))) {
+			state = "running"
+		}
+		fmt.Fprintf(w, "%-16s %s, throwaway cluster in %s\n", "postgres", state, strings.TrimSpace(string(data)))
 	}
 	return nil
+}
+
+// readPid is the pid in a pid file; 0 when there is none.
+func readPid(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }

@@ -1,7 +1,7 @@
 // Command stockflow is the developer's handle on the whole system:
 //
 //	stockflow up       PostgreSQL + pinned NATS + the four services, logs in .run/logs
-//	stockflow down     stop exactly what up started
+//	stockflow down     stop exactly what up started (-purge: and remove its database cluster and NATS store)
 //	stockflow status   what runs
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
 //	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
@@ -9,8 +9,10 @@
 //	stockflow loadtest [flags]   POST /v1/orders at a fixed rate (vegeta) on the running system, then its figures
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
-// throwaway cluster and the pinned nats-server run under the git-ignored .run/ folder on ports
-// 15432 and 14222, which do not clash with a machine's own servers.
+// throwaway cluster and the pinned nats-server run on ports 15432 and 14222, which do not clash
+// with a machine's own servers, with their state in the git-ignored .run/ folder (as root, the
+// cluster's data is outside the checkout: `stockflow status` says where).
+// STOCKFLOW_PORT_OFFSET moves every port, for a second checkout beside the first.
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -52,10 +55,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	offset, err := portOffset(getenv)
+	if err != nil {
+		return err
+	}
+	ports := map[string]int{}
+	for svc, p := range launcher.DefaultPorts {
+		ports[svc] = p + offset
+	}
 	o := launcher.Options{
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"),
-		NATSPort: 14222,
+		PGPort: 15432 + offset, NATSPort: 14222 + offset, Ports: ports,
 		Env:      []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret")},
 		Log:      func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
 	}
@@ -75,10 +86,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		printUp(stdout, sys)
 		return nil
 	case "down":
+		if len(args) > 1 && args[1] == "-purge" {
+			if err := launcher.Purge(o); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "stockflow is down; its database cluster and NATS store are removed.")
+			return nil
+		}
 		if err := launcher.Down(o); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "stockflow is down.")
+		fmt.Fprintln(stdout, "stockflow is down (make up again keeps its data; stockflow down -purge removes it).")
 		return nil
 	case "status":
 		return launcher.Status(o, stdout)
@@ -96,6 +114,20 @@ func printUp(w io.Writer, sys *launcher.System) {
 		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
 	}
 	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", sys.NATSURL, "logs")
+}
+
+// portOffset is STOCKFLOW_PORT_OFFSET: every port up uses (PostgreSQL, NATS, the services) is
+// moved by it, so a second checkout on one machine runs beside the first.
+func portOffset(getenv func(string) string) (int, error) {
+	v := getenv("STOCKFLOW_PORT_OFFSET")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 40000 {
+		return 0, fmt.Errorf("STOCKFLOW_PORT_OFFSET=%q: want a whole number from 0 to 40000", v)
+	}
+	return n, nil
 }
 
 func orDefault(v, def string) string {
