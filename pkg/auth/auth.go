@@ -60,6 +60,9 @@ type Claims struct {
 
 // Has says whether the claims carry one of roles.
 func (c *Claims) Has(roles ...Role) bool {
+	if c == nil {
+		return false
+	}
 	for _, r := range roles {
 		if slices.Contains(c.Roles, r) {
 			return true

@@ -9,6 +9,7 @@ import (
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 )
 
@@ -21,11 +22,14 @@ import (
 // 404 unknown_job, 400 invalid_mode, invalid_limit or malformed_json, 409 already_running
 // (another replica, or another call, is running the job), 500 job_failed (the run is stored
 // with its error).
-func Mount(h http.Handler, r *Runner, log *slog.Logger) http.Handler {
+//
+// Who: a check needs the operator or admin role, a repair the admin role; reading runs any
+// staff or viewer role. A run records the token's subject as its trigger ("api:alice").
+func Mount(h http.Handler, r *Runner, log *slog.Logger, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	opts := httpx.ServerOptions(log, mapError)
-	mux.Handle("POST /v1/admin/reconcile/{job}", kithttp.NewServer(runEndpoint(r), decodeRun, httpx.EncodeJSON, opts...))
-	mux.Handle("GET /v1/admin/reconcile/runs", kithttp.NewServer(runsEndpoint(r), decodeRuns, httpx.EncodeJSON, opts...))
+	mux.Handle("POST /v1/admin/reconcile/{job}", v.Require(kithttp.NewServer(runEndpoint(r), decodeRun, httpx.EncodeJSON, opts...), auth.Operator, auth.Admin))
+	mux.Handle("GET /v1/admin/reconcile/runs", v.Require(kithttp.NewServer(runsEndpoint(r), decodeRuns, httpx.EncodeJSON, opts...), auth.Readers...))
 	mux.Handle("/", h)
 	return mux
 }
@@ -84,7 +88,10 @@ func runEndpoint(r *Runner) func(ctx context.Context, request any) (any, error) 
 		if _, err := r.Job(req.job); err != nil {
 			return nil, err
 		}
-		rep, err := r.Run(ctx, req.job, req.mode, "api")
+		if req.mode == Repair && !auth.FromContext(ctx).Has(auth.Admin) {
+			return nil, auth.Forbidden("a repair needs the admin role; an operator may run check")
+		}
+		rep, err := r.Run(ctx, req.job, req.mode, "api:"+auth.Actor(ctx))
 		if err != nil && rep.ID != 0 {
 			return nil, errors.Join(errJobFailed, err)
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
@@ -116,8 +118,10 @@ func TestAdminAPIRejectsBadInput(t *testing.T) {
 	g := &gateJob{started: make(chan struct{}), gate: make(chan struct{})}
 	r, err := reconcile.NewRunner(pool, nil, g.job("slow"))
 	require.NoError(t, err)
-	srv := httptest.NewServer(reconcile.Mount(http.NotFoundHandler(), r, nil))
+	kit := authtest.New(t)
+	srv := httptest.NewServer(reconcile.Mount(http.NotFoundHandler(), r, nil, kit.Verifier))
 	t.Cleanup(srv.Close)
+	admin := kit.Bearer("ada", auth.Admin)
 
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = r.Run(context.Background(), "slow", reconcile.Check, "test") }()
@@ -126,19 +130,31 @@ func TestAdminAPIRejectsBadInput(t *testing.T) {
 		name, method, path, body string
 		status                   int
 		code                     string
+		bearer                   string // default: admin
 	}{
-		{"unknown job", "POST", "/v1/admin/reconcile/nope?mode=check", "", 404, "unknown_job"},
-		{"bad mode in the query", "POST", "/v1/admin/reconcile/slow?mode=fix", "", 400, "invalid_mode"},
-		{"bad mode in the body", "POST", "/v1/admin/reconcile/slow", `{"mode":"fix"}`, 400, "invalid_mode"},
-		{"unknown body field", "POST", "/v1/admin/reconcile/slow", `{"mood":"repair"}`, 400, "malformed_json"},
-		{"already running", "POST", "/v1/admin/reconcile/slow?mode=repair", "", 409, "already_running"},
-		{"runs of an unknown job", "GET", "/v1/admin/reconcile/runs?job=nope", "", 404, "unknown_job"},
-		{"bad limit", "GET", "/v1/admin/reconcile/runs?limit=0", "", 400, "invalid_limit"},
-		{"huge limit", "GET", "/v1/admin/reconcile/runs?limit=100000", "", 400, "invalid_limit"},
+		{"no token", "POST", "/v1/admin/reconcile/slow?mode=check", "", 401, "unauthenticated", "-"},
+		{"a viewer may not run", "POST", "/v1/admin/reconcile/slow?mode=check", "", 403, "forbidden", kit.Bearer("vi", auth.Viewer)},
+		{"an operator may not repair", "POST", "/v1/admin/reconcile/slow?mode=repair", "", 403, "forbidden", kit.Bearer("op", auth.Operator)},
+		{"a buyer may not read runs", "GET", "/v1/admin/reconcile/runs", "", 403, "forbidden", kit.Bearer("u1", auth.Buyer)},
+		{"unknown job", "POST", "/v1/admin/reconcile/nope?mode=check", "", 404, "unknown_job", ""},
+		{"bad mode in the query", "POST", "/v1/admin/reconcile/slow?mode=fix", "", 400, "invalid_mode", ""},
+		{"bad mode in the body", "POST", "/v1/admin/reconcile/slow", `{"mode":"fix"}`, 400, "invalid_mode", ""},
+		{"unknown body field", "POST", "/v1/admin/reconcile/slow", `{"mood":"repair"}`, 400, "malformed_json", ""},
+		{"already running", "POST", "/v1/admin/reconcile/slow?mode=repair", "", 409, "already_running", ""},
+		{"runs of an unknown job", "GET", "/v1/admin/reconcile/runs?job=nope", "", 404, "unknown_job", ""},
+		{"bad limit", "GET", "/v1/admin/reconcile/runs?limit=0", "", 400, "invalid_limit", ""},
+		{"huge limit", "GET", "/v1/admin/reconcile/runs?limit=100000", "", 400, "invalid_limit", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
 			require.NoError(t, err)
+			switch tc.bearer {
+			case "":
+				req.Header.Set("Authorization", admin)
+			case "-":
+			default:
+				req.Header.Set("Authorization", tc.bearer)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
 			defer resp.Body.Close()
@@ -159,16 +175,19 @@ func TestAdminAPIRejectsBadInput(t *testing.T) {
 
 	// And the happy path through HTTP: a JSON body picks the mode.
 	g.started = nil
-	resp, err := http.Post(srv.URL+"/v1/admin/reconcile/slow", "application/json", strings.NewReader(`{"mode":"repair"}`))
+	req, err := http.NewRequest("POST", srv.URL+"/v1/admin/reconcile/slow", strings.NewReader(`{"mode":"repair"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", admin)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var rep reconcile.Report
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rep))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, reconcile.Repair, rep.Mode)
-	assert.Equal(t, "api", rep.Trigger)
+	assert.Equal(t, "api:ada", rep.Trigger, "the run records who asked")
 	var runs struct{ Runs []reconcile.Report }
-	status, err := httpx.GetJSON(context.Background(), http.DefaultClient, srv.URL+"/v1/admin/reconcile/runs?job=slow&limit=5", &runs)
+	status, err := httpx.GetJSON(context.Background(), bearerClient(admin), srv.URL+"/v1/admin/reconcile/runs?job=slow&limit=5", &runs)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
 	assert.Len(t, runs.Runs, 2)
@@ -204,3 +223,16 @@ func TestLoopsRunOnSchedule(t *testing.T) {
 		}
 	}
 }
+
+// bearerClient sends every request with the given Authorization header.
+func bearerClient(header string) *http.Client {
+	return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", header)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/stockflow/stockflow/pkg/auth"
 )
 
 // Base is the configuration every service shares. A service embeds it in its own Config and
@@ -50,6 +52,15 @@ type Base struct {
 	// ReconcileOutboxAge is how long an outbox row may stay unpublished before the outbox
 	// job reports it (and, repairing, publishes it).
 	ReconcileOutboxAge time.Duration `env:"RECONCILE_OUTBOX_AGE" envDefault:"1m"`
+	// AuthJWKS is the JWKS (a file, or an http(s) URL of the identity provider) whose keys sign
+	// the bearer tokens every endpoint but health and the signed callbacks requires.
+	AuthJWKS string `env:"AUTH_JWKS"`
+	// AuthIssuer and AuthAudience are the iss and aud a token must carry.
+	AuthIssuer   string `env:"AUTH_ISSUER" envDefault:"stockflow"`
+	AuthAudience string `env:"AUTH_AUDIENCE" envDefault:"stockflow"`
+	// AuthServiceKey is this service's own private signing key (a JWK file, key id
+	// "service:<name>"): it signs the service tokens of its calls to other services.
+	AuthServiceKey string `env:"AUTH_SERVICE_KEY"`
 	// ReconcileLagMax is how many messages a consumer may be behind before the outbox job
 	// reports it.
 	ReconcileLagMax int `env:"RECONCILE_CONSUMER_LAG_MAX" envDefault:"1000"`
@@ -79,6 +90,9 @@ func (b Base) Validate() error {
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
 	}
+	if b.AuthJWKS == "" {
+		errs = append(errs, errors.New("AUTH_JWKS is empty: every endpoint needs the keys that sign its tokens"))
+	}
 	if b.ReconcileMode != "check" && b.ReconcileMode != "repair" {
 		errs = append(errs, errors.New("RECONCILE_MODE must be check or repair"))
 	}
@@ -86,6 +100,11 @@ func (b Base) Validate() error {
 		errs = append(errs, errors.New("RECONCILE_OUTBOX_INTERVAL, RECONCILE_OUTBOX_AGE and RECONCILE_CONSUMER_LAG_MAX must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// AuthConfig is the token configuration of the service.
+func (b Base) AuthConfig() auth.Config {
+	return auth.Config{JWKS: b.AuthJWKS, Issuer: b.AuthIssuer, Audience: b.AuthAudience}
 }
 
 // Default sets the service's own defaults where the environment left them empty.

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/outbox"
@@ -32,6 +33,10 @@ type Deps struct {
 	NC   *nats.Conn
 	JS   jetstream.JetStream
 	Log  *slog.Logger
+	Auth *auth.Verifier // checks the bearer token of every route
+	// Peers is the HTTP client of calls to other services: each carries a service token
+	// signed with AUTH_SERVICE_KEY (without one, calls go without and are refused).
+	Peers *http.Client
 }
 
 // Consumer is one durable consumer of the service and its handler.
@@ -160,7 +165,19 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 	if err := natsx.EnsureStreams(ctx, js); err != nil {
 		return err
 	}
-	deps := Deps{Pool: pool, NC: nc, JS: js, Log: log}
+	verifier, err := auth.NewVerifier(ctx, spec.Base.AuthConfig())
+	if err != nil {
+		return err
+	}
+	peers := &http.Client{Timeout: 5 * time.Second}
+	if spec.Base.AuthServiceKey != "" {
+		signer, err := auth.LoadSigner(spec.Base.AuthServiceKey, spec.Base.AuthIssuer, spec.Base.AuthAudience)
+		if err != nil {
+			return err
+		}
+		peers = signer.Client(5 * time.Second)
+	}
+	deps := Deps{Pool: pool, NC: nc, JS: js, Log: log, Auth: verifier, Peers: peers}
 	parts, err := spec.Wire(ctx, deps)
 	if err != nil {
 		return fmt.Errorf("wire %s: %w", spec.Name, err)
@@ -177,8 +194,14 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", spec.Base.HTTPAddr, err)
 	}
-	handler := reconcile.Mount(parts.Handler, runner, log)
-	srv := &http.Server{Handler: telemetry.HTTPHandler(handler, spec.Name), ReadHeaderTimeout: 5 * time.Second}
+	handler := reconcile.Mount(parts.Handler, runner, log, verifier)
+	// Every phase of a request is bounded, so slow or idle clients cannot hold connections:
+	// headers 5 s, the whole body 10 s, the answer 60 s, an idle keep-alive 60 s, headers 64 KiB.
+	srv := &http.Server{
+		Handler:           telemetry.HTTPHandler(handler, spec.Name),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+	}
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
