@@ -23,6 +23,9 @@ func TestFlashSaleSmallScale(t *testing.T) {
 	cfg := flashsale.Default()
 	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
 	cfg.SandboxSecret = sandboxSecret
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg.Signer = signer
 	cfg.Units, cfg.Buyers, cfg.Concurrency = 200, 1000, 32
 	cfg.PaymentTimeout = 2 * time.Second
 	cfg.ArrivalWindow = 6 * time.Second
@@ -119,6 +122,9 @@ func TestFlashSaleDefaults(t *testing.T) {
 	cfg := flashsale.Default()
 	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
 	cfg.SandboxSecret = sandboxSecret
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg.Signer = signer
 	cfg.ChartPath = filepath.Join(t.TempDir(), "flashsale.png")
 	start := time.Now()
 	rep, err := flashsale.Run(context.Background(), cfg, os.Stderr)

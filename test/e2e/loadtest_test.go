@@ -17,6 +17,9 @@ import (
 func TestLoadTestSmall(t *testing.T) {
 	cfg := loadtest.Default()
 	cfg.OrderURL, cfg.StockURL = sys.URLs["order"], sys.URLs["stock"]
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg.Signer = signer
 	cfg.Rate, cfg.Duration, cfg.Grace = 50, 3*time.Second, 30*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

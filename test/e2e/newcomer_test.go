@@ -67,21 +67,30 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	}
 	assert.Contains(t, status, "postgres         running")
 
+	// The user's way to a token: the local identity provider `make up` made in the clone.
+	tokenIn := func(args ...string) string {
+		cmd := exec.Command("go", append([]string{"run", "./tools/cmd/stockflow", "token"}, args...)...)
+		cmd.Dir, cmd.Env = clone, env
+		out, err := cmd.Output()
+		require.NoError(t, err, "stockflow token %v", args)
+		return "Bearer " + strings.TrimSpace(string(out))
+	}
+	ops, buyer := tokenIn("-role", "operator,viewer", "-sub", "alice"), tokenIn("-role", "buyer", "-sub", "newcomer")
 	url := func(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port+offset) }
 	order, stock, payment := url(8081), url(8082), url(8083)
 	c := client{t}
 	sku := "NEWCOMER-" + randomHex(3)
-	code, body := c.call("POST", stock+"/v1/skus", map[string]any{"sku": sku, "on_hand": 10}, nil)
+	code, body := c.call("POST", stock+"/v1/skus", map[string]any{"sku": sku, "on_hand": 10}, map[string]string{"Authorization": ops})
 	require.Equal(t, http.StatusCreated, code, "%v", body)
 	code, body = c.call("POST", order+"/v1/orders", map[string]any{
 		"buyer_id": "newcomer", "currency": "CNY", "payment_timeout": "10m",
 		"items": []item{{SKU: sku, Qty: 2, UnitPrice: 4900}},
-	}, map[string]string{"Idempotency-Key": randomHex(8)})
+	}, map[string]string{"Idempotency-Key": randomHex(8), "Authorization": buyer})
 	require.Equal(t, http.StatusCreated, code, "%v", body)
 	id := body["order_id"].(string)
 	waitFor := func(want string) {
 		require.Eventually(t, func() bool {
-			_, o := c.call("GET", order+"/v1/orders/"+id, nil, nil)
+			_, o := c.call("GET", order+"/v1/orders/"+id, nil, map[string]string{"Authorization": buyer})
 			return o["status"] == want
 		}, 30*time.Second, 50*time.Millisecond, "order %s never reached %s", id, want)
 	}
@@ -90,7 +99,7 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	code, body = c.call("POST", payment+"/v1/callbacks/sandbox", cb, map[string]string{"X-Sandbox-Signature": sign(cb)})
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	waitFor("paid")
-	_, s := c.call("GET", stock+"/v1/skus/"+sku, nil, nil)
+	_, s := c.call("GET", stock+"/v1/skus/"+sku, nil, map[string]string{"Authorization": ops})
 	assert.Equal(t, []any{10.0, 8.0, 0.0, 2.0}, []any{s["on_hand"], s["available"], s["locked"], s["sold"]}, "%v", s)
 
 	ports := []int{15432 + offset, 14222 + offset, 8081 + offset, 8082 + offset, 8083 + offset, 8084 + offset}

@@ -17,12 +17,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
@@ -129,6 +131,25 @@ func randomHex(n int) string {
 
 // --- a small client of the public APIs ---
 
+// The staff identity of the tests' calls (a header of the caller's own wins), and the tokens
+// the local identity provider signed, by subject and roles.
+var (
+	staffSubject = "e2e-staff"
+	staffRoles   = []auth.Role{auth.Viewer, auth.Operator, auth.Admin}
+	tokens       sync.Map
+)
+
+func token(t testing.TB, subject string, roles ...auth.Role) string {
+	key := fmt.Sprint(subject, roles)
+	if tok, ok := tokens.Load(key); ok {
+		return tok.(string)
+	}
+	tok, err := sys.Token(subject, roles...)
+	require.NoError(t, err)
+	tokens.Store(key, tok)
+	return tok
+}
+
 type client struct{ t testing.TB }
 
 func (c client) call(method, url string, body any, headers map[string]string) (int, map[string]any) {
@@ -145,6 +166,9 @@ func (c client) call(method, url string, body any, headers map[string]string) (i
 	}
 	req, err := http.NewRequest(method, url, rd)
 	require.NoError(c.t, err)
+	if !strings.Contains(url, "/v1/callbacks/") {
+		req.Header.Set("Authorization", "Bearer "+token(c.t, staffSubject, staffRoles...))
+	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -181,8 +205,9 @@ type item struct {
 
 func (c client) order(timeout string, items ...item) string {
 	c.t.Helper()
-	body := map[string]any{"buyer_id": "u-" + randomHex(3), "items": items, "currency": "CNY", "payment_timeout": timeout}
-	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders", body, map[string]string{"Idempotency-Key": randomHex(8)})
+	buyer := "u-" + randomHex(3)
+	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout}
+	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders", body, map[string]string{"Idempotency-Key": randomHex(8), "Authorization": "Bearer " + token(c.t, buyer, auth.Buyer)})
 	require.Equal(c.t, http.StatusCreated, status, "%v", resp)
 	return resp["order_id"].(string)
 }

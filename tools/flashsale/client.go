@@ -12,7 +12,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/stockflow/stockflow/pkg/auth"
 )
 
 // APIError is a non-2xx answer of a stockflow API, with the body's stable error code.
@@ -46,6 +50,61 @@ type Client struct {
 	http                       *http.Client
 	orderURL, stockURL, payURL string
 	secret                     []byte
+	tokens                     *tokens // nil: requests carry no Authorization
+}
+
+// tokens mints the bearer tokens of the simulation: one per buyer (its own orders) and one
+// for the staff work (the SKU, its ledger, the checks).
+type tokens struct {
+	signer *auth.Signer
+	mu     sync.Mutex
+	cache  map[string]string
+}
+
+const staff = "flashsale-ops"
+
+func (t *tokens) get(subject string, roles ...auth.Role) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tok, ok := t.cache[subject]; ok {
+		return tok, nil
+	}
+	buyer := ""
+	if subject != staff {
+		buyer = subject
+	}
+	tok, err := t.signer.Mint(subject, roles, buyer, 2*time.Hour)
+	if err != nil {
+		return "", err
+	}
+	t.cache[subject] = tok
+	return tok, nil
+}
+
+// WithSigner makes c sign its requests with tokens of s (a deployment's identity provider, or
+// the local one `make up` made): buyers' own tokens for their orders, a staff token
+// (operator, viewer) for everything else.
+func (c *Client) WithSigner(s *auth.Signer) *Client {
+	if s != nil {
+		c.tokens = &tokens{signer: s, cache: map[string]string{}}
+	}
+	return c
+}
+
+// as is the Authorization header of subject's requests ("" when c signs nothing).
+func (c *Client) as(subject string) (map[string]string, error) {
+	if c.tokens == nil {
+		return map[string]string{}, nil
+	}
+	roles := []auth.Role{auth.Buyer}
+	if subject == staff {
+		roles = []auth.Role{auth.Operator, auth.Viewer}
+	}
+	tok, err := c.tokens.get(subject, roles...)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"Authorization": "Bearer " + tok}, nil
 }
 
 // NewClient returns a Client of the three APIs at these base URLs; secret signs sandbox
@@ -64,7 +123,7 @@ func newClient(cfg Config) *Client {
 		tr.MaxIdleConnsPerHost = cfg.Concurrency + 8
 		hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	}
-	return NewClient(hc, cfg.OrderURL, cfg.StockURL, cfg.PaymentURL, cfg.SandboxSecret)
+	return NewClient(hc, cfg.OrderURL, cfg.StockURL, cfg.PaymentURL, cfg.SandboxSecret).WithSigner(cfg.Signer)
 }
 
 // Do sends body (nil, raw []byte, or a value to marshal) to the absolute URL u and decodes a
@@ -88,6 +147,13 @@ func (c *Client) Do(ctx context.Context, op, method, u string, body any, headers
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if _, own := headers["Authorization"]; !own && c.tokens != nil && !strings.Contains(u, "/v1/callbacks/") {
+		h, err := c.as(staff)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		req.Header.Set("Authorization", h["Authorization"])
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -235,7 +301,12 @@ type OrderView struct {
 func (c *Client) placeOrder(ctx context.Context, key, buyer string, items []orderItem, timeout time.Duration) (OrderView, error) {
 	var o OrderView
 	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout.String()}
-	_, err := c.Do(ctx, "place order", http.MethodPost, c.orderURL+"/v1/orders", body, map[string]string{"Idempotency-Key": key}, &o)
+	headers, err := c.as(buyer)
+	if err != nil {
+		return o, err
+	}
+	headers["Idempotency-Key"] = key
+	_, err = c.Do(ctx, "place order", http.MethodPost, c.orderURL+"/v1/orders", body, headers, &o)
 	return o, err
 }
 

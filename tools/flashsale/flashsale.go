@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/stockflow/stockflow/pkg/auth"
 )
 
 // Config is one flash sale. Default returns the demo's; RegisterFlags binds every field to a
@@ -60,6 +62,8 @@ type Config struct {
 	Seed           uint64        // random seed; 0: random
 
 	HTTPClient *http.Client // nil: one sized for Concurrency
+	// Signer mints the requests' bearer tokens (the identity provider's key); nil: none.
+	Signer *auth.Signer
 }
 
 // Default returns the demo's configuration: the article's promotion, scaled in time.

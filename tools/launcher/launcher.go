@@ -92,6 +92,9 @@ func Up(ctx context.Context, o Options) (*System, error) {
 		}
 	}
 	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*proc{}}
+	if err := EnsureKeys(o); err != nil {
+		return nil, err
+	}
 	var err error
 	if s.DatabaseURL, err = EnsurePostgres(ctx, o); err != nil {
 		return nil, err
@@ -200,6 +203,7 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
 	}
+	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

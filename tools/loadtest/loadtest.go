@@ -26,6 +26,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/tools/flashsale"
 )
 
@@ -43,6 +44,7 @@ type Config struct {
 	MaxWorkers uint64        // most requests in flight; a saturated system then gets fewer than Rate (reported)
 	Grace      time.Duration // after the attack, how long orders may take to leave pending
 	StockPID   int           // the stock service's process, for its peak RSS; 0: not measured
+	Signer     *auth.Signer  // mints the buyer's and the staff's bearer tokens; nil: none
 }
 
 // Default returns issue 5's load: 3,000 orders/s for 60 s.
@@ -101,7 +103,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if cfg.SKU == "" {
 		cfg.SKU = "LOAD-" + runID
 	}
-	c := flashsale.NewClient(&http.Client{Timeout: 30 * time.Second}, cfg.OrderURL, cfg.StockURL, "", "")
+	c := flashsale.NewClient(&http.Client{Timeout: 30 * time.Second}, cfg.OrderURL, cfg.StockURL, "", "").WithSigner(cfg.Signer)
 	if err := ensureStock(ctx, c, cfg, runID); err != nil {
 		return nil, err
 	}
@@ -162,10 +164,21 @@ func attack(ctx context.Context, cfg Config, r *Report, runID string, progress i
 		"buyer_id": r.Buyer, "currency": "CNY", "payment_timeout": paymentTimeout,
 		"items": []map[string]any{{"sku": cfg.SKU, "qty": 1, "unit_price": 100}},
 	})
+	bearer := ""
+	if cfg.Signer != nil {
+		tok, err := cfg.Signer.Mint(r.Buyer, []auth.Role{auth.Buyer}, r.Buyer, cfg.Duration+time.Hour)
+		if err != nil {
+			panic(err) // a loaded signer always signs
+		}
+		bearer = "Bearer " + tok
+	}
 	var seq atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
 		t.Method, t.URL, t.Body = http.MethodPost, cfg.OrderURL+"/v1/orders", body
 		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("%s-%d", runID, seq.Add(1))}}
+		if bearer != "" {
+			t.Header.Set("Authorization", bearer)
+		}
 		return nil
 	}
 	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.MaxWorkers(cfg.MaxWorkers), vegeta.MaxBody(64<<10))

@@ -36,6 +36,11 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 			cfg.StockPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		}
 	}
+	signer, err := launcher.Signer(o)
+	if err != nil {
+		return err
+	}
+	cfg.Signer = signer
 	rep, err := loadtest.Run(ctx, cfg, stderr)
 	if rep == nil {
 		return err

@@ -4,6 +4,7 @@
 //	stockflow down     stop exactly what up started (-purge: and remove its database cluster and NATS store)
 //	stockflow status   what runs
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
+//	stockflow token -role operator [-sub alice] [-ttl 1h]  a bearer token from the local identity provider
 //	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
 //	stockflow demo [flags]       up, then how to try it by hand, then a flash sale with its report
 //	stockflow loadtest [flags]   POST /v1/orders at a fixed rate (vegeta) on the running system, then its figures
@@ -25,10 +26,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
 
@@ -45,7 +49,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg|flashsale|demo|loadtest")
+		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest")
 	}
 	if args[0] == "flashsale" {
 		// Needs no repository: it drives any deployment through its public APIs.
@@ -100,12 +104,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	case "status":
 		return launcher.Status(o, stdout)
+	case "token":
+		return token(o, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, o, args[1:], getenv, stdout, stderr)
 	case "loadtest":
 		return loadTest(ctx, o, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg, flashsale, demo, loadtest)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {
@@ -128,6 +134,40 @@ func portOffset(getenv func(string) string) (int, error) {
 		return 0, fmt.Errorf("STOCKFLOW_PORT_OFFSET=%q: want a whole number from 0 to 40000", v)
 	}
 	return n, nil
+}
+
+// token prints a bearer token signed by the local identity provider (RunDir/auth, made by up).
+func token(o launcher.Options, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stockflow token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	roles := fs.String("role", "", "comma-separated roles: buyer, viewer, operator, approver, admin")
+	sub := fs.String("sub", "", "subject (who acts; a buyer's buyer id); default: the first role's name")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var rs []auth.Role
+	for r := range strings.SplitSeq(*roles, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if !slices.Contains(auth.Roles, auth.Role(r)) || auth.Role(r) == auth.Service {
+			return fmt.Errorf("token: unknown role %q (buyer, viewer, operator, approver, admin)", r)
+		}
+		rs = append(rs, auth.Role(r))
+	}
+	if len(rs) == 0 {
+		return errors.New("token: -role is required, e.g. -role operator")
+	}
+	if *sub == "" {
+		*sub = string(rs[0])
+	}
+	tok, err := launcher.Token(o, *sub, rs, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
 }
 
 func orDefault(v, def string) string {
