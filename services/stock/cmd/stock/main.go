@@ -39,9 +39,9 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		Wire: func(ctx context.Context, d service.Deps) (service.Parts, error) {
 			svc := app.NewCombining(stockpg.NewStore(d.Pool), combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers})
 			return service.Parts{
-				Handler:   httpapi.Handler(svc, d.Log, d.Ready),
+				Handler:   httpapi.Handler(svc, d.Log, d.Ready, d.Auth),
 				Consumers: consumers.All(svc),
-				Jobs:      reconcile.Jobs(svc, cfg, reconcile.NewOrderClient()),
+				Jobs:      reconcile.Jobs(svc, cfg, d.Peers),
 			}, nil
 		},
 		Commands: map[string]func(context.Context, *pgxpool.Pool, io.Writer) error{

@@ -13,52 +13,57 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// Handler returns the stock HTTP API on mux-style routes; ready backs /readyz.
-func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+// Handler returns the stock HTTP API on mux-style routes; ready backs /readyz. Every route but
+// health names the roles that may call it (pkg/auth); the token's subject is the operator of
+// whatever it changes.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	opts := httpx.ServerOptions(log, mapError)
-	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...))
+	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...), roles...))
 	}
-	route("POST /v1/skus", createSKU(svc), decodeCreateSKU)
-	route("GET /v1/skus/{sku}", getSKU(svc), decodeSKUPath)
-	route("GET /v1/skus/{sku}/ledger", ledger(svc), decodeLedger)
-	route("POST /v1/skus/{sku}/purchases", expectPurchase(svc), decodeMove)
-	route("POST /v1/skus/{sku}/receipts", receivePurchase(svc), decodeMove)
-	route("PUT /v1/skus/{sku}/slots", setSlots(svc), decodeSlots)
-	route("POST /v1/skus/{sku}/rebalance", rebalance(svc), decodeRebalance)
-	route("POST /v1/skus/{sku}/adjustments", requestAdjustment(svc), decodeAdjustment)
-	route("GET /v1/adjustments/{id}", getAdjustment(svc), decodeAdjustmentID)
-	route("POST /v1/adjustments/{id}/approve", decideAdjustment(svc, true), decodeAdjustmentID)
-	route("POST /v1/adjustments/{id}/reject", decideAdjustment(svc, false), decodeAdjustmentID)
-	route("POST /v1/internal/locks", lockOrder(svc), decodeLock)
-	route("GET /v1/internal/orders/{id}/locks", orderLocks(svc), decodeOrderPath)
-	route("GET /v1/internal/orders/{id}", orderOutcome(svc), decodeOrderPath)
-	route("POST /v1/internal/orders/{id}/sell", sellOrder(svc), decodeSell)
-	route("POST /v1/internal/orders/{id}/ship", resolveOrder(svc.ShipOrder), decodeOrderPath)
-	route("POST /v1/internal/orders/{id}/refund", resolveOrder(svc.RefundOrder), decodeOrderPath)
-	route("POST /v1/internal/orders/{id}/release", releaseOrder(svc), decodeRelease)
-	route("POST /v1/admin/verify", verify(svc), decodeNothing)
-	route("POST /v1/admin/rebuild", rebuild(svc), decodeNothing)
-	route("GET /v1/admin/overdue-locks", overdueLocks(svc), decodeOverdue)
+	var (
+		readers  = auth.Readers
+		ops      = []auth.Role{auth.Operator, auth.Admin}
+		approver = []auth.Role{auth.Approver}
+		admin    = []auth.Role{auth.Admin}
+		service  = []auth.Role{auth.Service}
+	)
+	route("POST /v1/skus", ops, createSKU(svc), decodeCreateSKU)
+	route("GET /v1/skus/{sku}", readers, getSKU(svc), decodeSKUPath)
+	route("GET /v1/skus/{sku}/ledger", readers, ledger(svc), decodeLedger)
+	route("POST /v1/skus/{sku}/purchases", ops, expectPurchase(svc), decodeMove)
+	route("POST /v1/skus/{sku}/receipts", ops, receivePurchase(svc), decodeMove)
+	route("PUT /v1/skus/{sku}/slots", ops, setSlots(svc), decodeSlots)
+	route("POST /v1/skus/{sku}/rebalance", ops, rebalance(svc), decodeRebalance)
+	route("POST /v1/skus/{sku}/adjustments", ops, requestAdjustment(svc), decodeAdjustment)
+	route("GET /v1/adjustments/{id}", readers, getAdjustment(svc), decodeAdjustmentID)
+	route("POST /v1/adjustments/{id}/approve", approver, decideAdjustment(svc, true), decodeAdjustmentID)
+	route("POST /v1/adjustments/{id}/reject", approver, decideAdjustment(svc, false), decodeAdjustmentID)
+	route("POST /v1/internal/locks", service, lockOrder(svc), decodeLock)
+	route("GET /v1/internal/orders/{id}/locks", service, orderLocks(svc), decodeOrderPath)
+	route("GET /v1/internal/orders/{id}", service, orderOutcome(svc), decodeOrderPath)
+	route("POST /v1/internal/orders/{id}/sell", service, sellOrder(svc), decodeSell)
+	route("POST /v1/internal/orders/{id}/ship", service, resolveOrder(svc.ShipOrder), decodeOrderPath)
+	route("POST /v1/internal/orders/{id}/refund", service, resolveOrder(svc.RefundOrder), decodeOrderPath)
+	route("POST /v1/internal/orders/{id}/release", service, releaseOrder(svc), decodeRelease)
+	route("POST /v1/admin/verify", ops, verify(svc), decodeNothing)
+	route("POST /v1/admin/rebuild", admin, rebuild(svc), decodeNothing)
+	route("GET /v1/admin/overdue-locks", readers, overdueLocks(svc), decodeOverdue)
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
 }
 
-// operator names who acts: the X-Operator header, else the given default.
-func operator(r *http.Request, def string) string {
-	if op := r.Header.Get("X-Operator"); op != "" {
-		return op
-	}
-	return def
-}
+// operator is who acts: the subject of the request's verified token.
+func operator(r *http.Request) string { return auth.Actor(r.Context()) }
 
 // --- views ---
 
@@ -127,7 +132,7 @@ func decodeCreateSKU(_ context.Context, r *http.Request) (any, error) {
 	if err := httpx.DecodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	req.operator = operator(r, "ops-api")
+	req.operator = operator(r)
 	return req, nil
 }
 
@@ -183,7 +188,7 @@ type slotsResponse struct {
 }
 
 func decodeSlots(_ context.Context, r *http.Request) (any, error) {
-	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r, "ops-api")}
+	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r)}
 	if err := stock.ValidSKU(req.sku); err != nil {
 		return nil, err
 	}
@@ -197,7 +202,7 @@ func decodeSlots(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeRebalance(_ context.Context, r *http.Request) (any, error) {
-	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r, "ops-api")}
+	req := slotsRequest{sku: r.PathValue("sku"), operator: operator(r)}
 	return req, stock.ValidSKU(req.sku)
 }
 
@@ -294,12 +299,12 @@ func decodeMove(ctx context.Context, r *http.Request) (any, error) {
 	if err := httpx.DecodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	req.sku, req.operator = sku.(string), operator(r, "ops-api")
+	req.sku, req.operator = sku.(string), operator(r)
 	if req.key = r.Header.Get("Idempotency-Key"); req.key == "" || len(req.key) > 200 {
 		return nil, badRequest("idempotency_key_required", "header Idempotency-Key (1-200 characters) is required")
 	}
-	if len(req.Remark) > 500 {
-		return nil, invalid("invalid_remark", "remark is at most 500 characters")
+	if len(req.Remark) > 500 || !stock.ValidText(req.Remark) {
+		return nil, invalid("invalid_remark", "remark is at most 500 bytes of UTF-8, with no NUL")
 	}
 	return req, nil
 }
@@ -348,10 +353,7 @@ func decodeAdjustment(ctx context.Context, r *http.Request) (any, error) {
 	if err := httpx.DecodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	req.sku, req.operator = sku.(string), operator(r, "")
-	if req.operator == "" {
-		return nil, badRequest("operator_required", "header X-Operator is required for adjustments")
-	}
+	req.sku, req.operator = sku.(string), operator(r)
 	return req, nil
 }
 
@@ -402,7 +404,7 @@ func decodeAdjustmentID(_ context.Context, r *http.Request) (any, error) {
 	if err != nil || id <= 0 {
 		return nil, stock.ErrAdjustmentNotFound
 	}
-	return adjustmentIDRequest{id: id, operator: operator(r, "")}, nil
+	return adjustmentIDRequest{id: id, operator: operator(r)}, nil
 }
 
 func getAdjustment(svc *app.Service) endpoint.Endpoint {
@@ -418,9 +420,6 @@ func getAdjustment(svc *app.Service) endpoint.Endpoint {
 func decideAdjustment(svc *app.Service, approve bool) endpoint.Endpoint {
 	return func(ctx context.Context, request any) (any, error) {
 		req := request.(adjustmentIDRequest)
-		if req.operator == "" {
-			return nil, badRequest("operator_required", "header X-Operator is required to decide an adjustment")
-		}
 		a, err := svc.DecideAdjustment(ctx, req.id, approve, req.operator)
 		if err != nil {
 			return nil, err
@@ -448,14 +447,14 @@ func decodeLock(_ context.Context, r *http.Request) (any, error) {
 	if err := httpx.DecodeJSON(r, &req); err != nil {
 		return nil, err
 	}
-	req.operator = operator(r, "ops-api")
+	req.operator = operator(r)
 	return req, nil
 }
 
 // validOrderID bounds an order id like a SKU id (they appear in ledger rows and URLs).
 func validOrderID(id string) error {
-	if id == "" || len(id) > 64 {
-		return invalid("invalid_order_id", "order_id must be 1-64 characters")
+	if id == "" || len(id) > 64 || !stock.ValidText(id) {
+		return invalid("invalid_order_id", "order_id must be 1-64 bytes of UTF-8, with no NUL")
 	}
 	return nil
 }
@@ -528,7 +527,7 @@ func decodeOrderPath(_ context.Context, r *http.Request) (any, error) {
 	if err := validOrderID(id); err != nil {
 		return nil, err
 	}
-	return orderRequest{orderID: id, operator: operator(r, "ops-api")}, nil
+	return orderRequest{orderID: id, operator: operator(r)}, nil
 }
 
 func decodeRelease(ctx context.Context, r *http.Request) (any, error) {

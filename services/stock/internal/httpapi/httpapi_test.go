@@ -9,11 +9,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -25,21 +28,39 @@ type api struct {
 	t    *testing.T
 	srv  *httptest.Server
 	pool *pgxpool.Pool
+	kit  *authtest.Kit
 }
 
 func newAPI(t *testing.T) *api {
 	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.New(postgres.NewStore(pool))
-	srv := httptest.NewServer(httpapi.Handler(svc, slog.New(slog.DiscardHandler), func(context.Context) error { return nil }))
+	kit := authtest.New(t, "order")
+	srv := httptest.NewServer(httpapi.Handler(svc, slog.New(slog.DiscardHandler), func(context.Context) error { return nil }, kit.Verifier))
 	t.Cleanup(srv.Close)
-	return &api{t: t, srv: srv, pool: pool}
+	return &api{t: t, srv: srv, pool: pool, kit: kit}
 }
 
+// do sends a request with a token fit for the path: a service token for /v1/internal/, else a
+// staff token (operator, viewer, admin) of subject "ops" — or, when the headers name an
+// "X-Operator", an operator and approver token of that subject. An explicit Authorization
+// header wins.
 func (a *api) do(method, path, body string, headers ...string) (int, map[string]any) {
 	a.t.Helper()
 	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	require.NoError(a.t, err)
+	switch {
+	case strings.HasPrefix(path, "/v1/internal/"):
+		tok, err := a.kit.Service("order").Mint("order", []auth.Role{auth.Service}, "", time.Minute)
+		require.NoError(a.t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+	default:
+		req.Header.Set("Authorization", a.kit.Bearer("ops", auth.Operator, auth.Viewer, auth.Admin))
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "X-Operator" {
+			req.Header.Set("Authorization", a.kit.Bearer(headers[i+1], auth.Operator, auth.Approver))
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -112,10 +133,13 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"release bad reason", "POST", "/v1/internal/orders/o-held/release", `{"reason":"bored"}`, nil, 422, "invalid_reason"},
 		{"sell unknown order", "POST", "/v1/internal/orders/nope/sell", ``, nil, 404, "lock_not_found"},
 		{"ship unpaid order", "POST", "/v1/internal/orders/o-held/ship", ``, nil, 409, "lock_not_held"},
-		{"adjust without operator", "POST", "/v1/skus/CUP-1/adjustments", `{"kind":"manual_adjust","delta":-1,"reason":"x"}`, nil, 400, "operator_required"},
 		{"adjust zero", "POST", "/v1/skus/CUP-1/adjustments", `{"kind":"manual_adjust","delta":0,"reason":"x"}`, []string{"X-Operator", "al"}, 422, "invalid_adjustment"},
 		{"adjust bad kind", "POST", "/v1/skus/CUP-1/adjustments", `{"kind":"magic","delta":1,"reason":"x"}`, []string{"X-Operator", "al"}, 422, "invalid_adjustment"},
 		{"adjust no reason", "POST", "/v1/skus/CUP-1/adjustments", `{"kind":"manual_adjust","delta":1}`, []string{"X-Operator", "al"}, 422, "invalid_adjustment"},
+		{"adjust reason with NUL", "POST", "/v1/skus/CUP-1/adjustments", `{"kind":"manual_adjust","delta":1,"reason":"a\u0000b"}`, []string{"X-Operator", "al"}, 422, "invalid_adjustment"},
+		{"purchase remark with NUL", "POST", "/v1/skus/CUP-1/purchases", `{"qty":5,"remark":"a\u0000b"}`, key, 422, "invalid_remark"},
+		{"lock order id with NUL", "POST", "/v1/internal/locks", `{"order_id":"a\u0000b","items":[{"sku":"CUP-1","qty":1}]}`, nil, 422, "invalid_order_id"},
+		{"order path with NUL", "POST", "/v1/internal/orders/a%00b/ship", ``, nil, 422, "invalid_order_id"},
 		{"approve unknown adjustment", "POST", "/v1/adjustments/999/approve", ``, []string{"X-Operator", "bo"}, 404, "adjustment_not_found"},
 		{"unknown route", "GET", "/v1/nothing", ``, nil, 404, "route_not_found"},
 	}
@@ -211,3 +235,19 @@ func TestHappyPathOverHTTP(t *testing.T) {
 }
 
 func jsonNum(f float64) string { b, _ := json.Marshal(int64(f)); return string(b) }
+
+func TestStocktakeThatNoLongerFitsIsAConflict(t *testing.T) {
+	a := newAPI(t)
+	status, _ := a.do("POST", "/v1/skus", `{"sku":"CUP-1","on_hand":10}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, body := a.do("POST", "/v1/skus/CUP-1/adjustments", `{"kind":"stocktake","counted":2,"reason":"count"}`, "X-Operator", "alice")
+	require.Equal(t, http.StatusCreated, status)
+	id := jsonNum(body["id"].(float64))
+	status, _ = a.do("POST", "/v1/internal/locks", `{"order_id":"o1","items":[{"sku":"CUP-1","qty":5}]}`)
+	require.Equal(t, http.StatusCreated, status)
+	before := a.written()
+	status, body = a.do("POST", "/v1/adjustments/"+id+"/approve", ``, "X-Operator", "bob")
+	assert.Equal(t, http.StatusConflict, status)
+	assert.Equal(t, "stocktake_conflict", errCode(body))
+	assert.Equal(t, before, a.written(), "a refused approval writes nothing")
+}

@@ -6,7 +6,6 @@ package reconcile
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -26,5 +25,3 @@ func Jobs(svc *app.Service, cfg config.Config, orderClient *http.Client) []recon
 	}
 }
 
-// NewOrderClient is the HTTP client of the order service's read API.
-func NewOrderClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }
