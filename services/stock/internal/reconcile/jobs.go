@@ -24,4 +24,3 @@ func Jobs(svc *app.Service, cfg config.Config, orderClient *http.Client) []recon
 		LedgerSummary(svc, cfg.LedgerInterval),
 	}
 }
-
