@@ -366,6 +366,7 @@ func TestActionBadInput(t *testing.T) {
 		{"unknown field", id, "refund", `{"why": "x"}`, 400, "malformed_json"},
 		{"reason too long", id, "cancel", `{"reason": "` + strings.Repeat("r", order.MaxReasonLen+1) + `"}`, 422, "invalid_reason"},
 		{"ship with a reason", id, "ship", `{"reason": "x"}`, 422, "invalid_reason"},
+		{"reason with NUL", id, "cancel", `{"reason": "a\u0000b"}`, 422, "invalid_reason"},
 		{"body over 1 MiB", id, "cancel", `{"reason": "` + strings.Repeat("r", 1<<20) + `"}`, 413, "body_too_large"},
 	}
 	for _, tc := range tests {

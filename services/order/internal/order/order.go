@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -315,9 +316,12 @@ func (o *Order) refuse(action string) error {
 	return fmt.Errorf("%w: cannot %s an order that is %s", ErrInvalidTransition, action, o.status)
 }
 
+// checkReason refuses a reason longer than MaxReasonLen, not UTF-8, or holding a NUL byte:
+// PostgreSQL's text refuses NUL, and one refused history row fails the whole batch of updates
+// it is written with.
 func checkReason(reason string) error {
-	if len(reason) > MaxReasonLen || !utf8.ValidString(reason) {
-		return fmt.Errorf("%w: at most %d bytes of UTF-8", ErrInvalidReason, MaxReasonLen)
+	if len(reason) > MaxReasonLen || !utf8.ValidString(reason) || strings.ContainsRune(reason, 0) {
+		return fmt.Errorf("%w: at most %d bytes of UTF-8, with no NUL", ErrInvalidReason, MaxReasonLen)
 	}
 	return nil
 }

@@ -298,10 +298,18 @@ func TestNoteKeepsStatus(t *testing.T) {
 }
 
 func TestReasonIsBounded(t *testing.T) {
-	o := newOrder(t)
-	_, err := o.RequestCancel(at, strings.Repeat("r", order.MaxReasonLen+1))
-	assert.ErrorIs(t, err, order.ErrInvalidReason)
-	assert.True(t, o.CancelRequestedAt().IsZero())
+	for name, reason := range map[string]string{
+		"too long":     strings.Repeat("r", order.MaxReasonLen+1),
+		"NUL":          "a\x00b",
+		"invalid UTF8": "a\xffb",
+	} {
+		o := newOrder(t)
+		_, err := o.RequestCancel(at, reason)
+		assert.ErrorIs(t, err, order.ErrInvalidReason, name)
+		assert.True(t, o.CancelRequestedAt().IsZero(), name)
+		_, err = o.RequestRefund(at, reason)
+		assert.ErrorIs(t, err, order.ErrInvalidReason, name)
+	}
 }
 
 func TestParseReleaseReason(t *testing.T) {

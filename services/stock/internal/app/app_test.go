@@ -388,7 +388,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 	st, err = svc.RequestAdjustment(ctx, st)
 	require.NoError(t, err)
 	_, err = svc.DecideAdjustment(ctx, st.ID, true, "bob")
-	require.ErrorIs(t, err, stock.ErrInsufficientStock)
+	require.ErrorIs(t, err, stock.ErrStocktakeConflict)
 
 	counted = 5
 	st2, err := stock.NewAdjustment("CUP-1", stock.ChangeStocktake, nil, &counted, "recount", "alice")

@@ -244,7 +244,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			_, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
 			desc = fmt.Sprintf("adjust %s by %d → %v", s, delta, err)
 			if m.avail(s)+delta < 0 {
-				require.ErrorIs(t, err, stock.ErrInsufficientStock, desc)
+				want := stock.ErrInsufficientStock
+				if a.Kind == stock.ChangeStocktake {
+					want = stock.ErrStocktakeConflict
+				}
+				require.ErrorIs(t, err, want, desc)
 			} else {
 				require.NoError(t, err, desc)
 				m.qty[s].OnHand += delta

@@ -29,6 +29,7 @@ var codes = []struct {
 	{stock.ErrLockNotHeld, http.StatusConflict, "lock_not_held"},
 	{stock.ErrIdempotencyReuse, http.StatusConflict, "idempotency_conflict"},
 	{stock.ErrAdjustmentDecided, http.StatusConflict, "adjustment_decided"},
+	{stock.ErrStocktakeConflict, http.StatusConflict, "stocktake_conflict"},
 	{stock.ErrSelfApproval, http.StatusForbidden, "self_approval"},
 }
 

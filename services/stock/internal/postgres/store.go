@@ -227,22 +227,54 @@ func (s *Store) Locks(ctx context.Context, orderID string) ([]*stock.Lock, error
 	return out, err
 }
 
-// RequestAdjustment stores a pending adjustment order.
+// RequestAdjustment stores a pending adjustment order. A stocktake records the point in the
+// ledger its count was taken at (CountedAt), read in this transaction.
 func (t *Tx) RequestAdjustment(ctx context.Context, a stock.Adjustment) (stock.Adjustment, error) {
 	if _, err := getSKU(ctx, t.tx, a.SKU, false); err != nil {
 		return a, err
 	}
-	err := t.tx.QueryRow(ctx, `INSERT INTO adjustment (sku, kind, delta, counted, reason, requested_by)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at`,
-		a.SKU, string(a.Kind), a.Delta, a.Counted, a.Reason, a.RequestedBy).Scan(&a.ID, &a.CreatedAt)
+	a.CountedAt = nil
+	var pointID, bookOnHand *int64
+	if a.Kind == stock.ChangeStocktake {
+		p, err := t.ledgerPoint(ctx, a.SKU)
+		if err != nil {
+			return a, err
+		}
+		a.CountedAt, pointID, bookOnHand = &p, &p.LedgerID, &p.OnHand
+	}
+	err := t.tx.QueryRow(ctx, `INSERT INTO adjustment (sku, kind, delta, counted, reason, requested_by, counted_at_ledger_id, book_on_hand)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,
+		a.SKU, string(a.Kind), a.Delta, a.Counted, a.Reason, a.RequestedBy, pointID, bookOnHand).Scan(&a.ID, &a.CreatedAt)
 	if err != nil {
 		return a, fmt.Errorf("request adjustment of %s: %w", a.SKU, err)
 	}
 	return a, nil
 }
 
+// ledgerPoint reads the SKU's last ledger row and its book on_hand. It first holds the SKU's
+// slot rows FOR SHARE: every ledger row of a SKU is written under a lock on one of its slots,
+// so movements in flight commit before the read and later ones wait for this transaction.
+// The two figures therefore agree, and every row written after the point has a greater id.
+func (t *Tx) ledgerPoint(ctx context.Context, sku string) (stock.LedgerPoint, error) {
+	var p stock.LedgerPoint
+	if err := t.flush(ctx); err != nil {
+		return p, err
+	}
+	if _, err := t.tx.Exec(ctx, `SELECT 1 FROM sku_stock WHERE sku = $1 ORDER BY slot FOR SHARE`, sku); err != nil {
+		return p, fmt.Errorf("hold slots of %s: %w", sku, err)
+	}
+	err := t.tx.QueryRow(ctx, `SELECT coalesce((SELECT max(id) FROM stock_ledger WHERE sku = $1), 0),
+		coalesce((SELECT sum(on_hand) FROM sku_stock WHERE sku = $1), 0)`, sku).Scan(&p.LedgerID, &p.OnHand)
+	if err != nil {
+		return p, fmt.Errorf("read ledger point of %s: %w", sku, err)
+	}
+	return p, nil
+}
+
 // DecideAdjustment approves or rejects a pending adjustment. Approval applies its movement
-// (ErrInsufficientStock when on_hand would drop below what is locked and sold).
+// (ErrInsufficientStock when a manual adjustment would drop on_hand below what is locked and
+// sold; ErrStocktakeConflict when a stocktake would, see stock.Adjustment.Movement) and
+// changes nothing when it fails.
 func (t *Tx) DecideAdjustment(ctx context.Context, id int64, approve bool, by string) (stock.Adjustment, error) {
 	a, err := getAdjustment(ctx, t.tx, id, " FOR UPDATE")
 	if err != nil {
@@ -287,9 +319,12 @@ func getAdjustment(ctx context.Context, q querier, id int64, suffix string) (sto
 	a := stock.Adjustment{ID: id}
 	var kind, state string
 	var decidedBy *string
-	err := q.QueryRow(ctx, `SELECT sku, kind, delta, counted, reason, requested_by, state, decided_by, ledger_id, created_at
+	var pointID, bookOnHand *int64
+	err := q.QueryRow(ctx, `SELECT sku, kind, delta, counted, reason, requested_by, state, decided_by, ledger_id, created_at,
+		counted_at_ledger_id, book_on_hand
 		FROM adjustment WHERE id = $1`+suffix, id).
-		Scan(&a.SKU, &kind, &a.Delta, &a.Counted, &a.Reason, &a.RequestedBy, &state, &decidedBy, &a.LedgerID, &a.CreatedAt)
+		Scan(&a.SKU, &kind, &a.Delta, &a.Counted, &a.Reason, &a.RequestedBy, &state, &decidedBy, &a.LedgerID, &a.CreatedAt,
+			&pointID, &bookOnHand)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("adjustment %d: %w", id, stock.ErrAdjustmentNotFound)
 	}
@@ -299,6 +334,9 @@ func getAdjustment(ctx context.Context, q querier, id int64, suffix string) (sto
 	a.Kind, a.State = stock.ChangeType(kind), stock.AdjustmentState(state)
 	if decidedBy != nil {
 		a.DecidedBy = *decidedBy
+	}
+	if pointID != nil && bookOnHand != nil {
+		a.CountedAt = &stock.LedgerPoint{LedgerID: *pointID, OnHand: *bookOnHand}
 	}
 	return a, nil
 }

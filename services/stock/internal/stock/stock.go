@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stockflow/stockflow/pkg/events"
 )
@@ -28,6 +30,7 @@ var (
 	ErrAdjustmentNotFound = errors.New("adjustment not found")
 	ErrAdjustmentDecided  = errors.New("adjustment already decided")
 	ErrSelfApproval       = errors.New("an adjustment must be approved by someone other than its requester")
+	ErrStocktakeConflict  = errors.New("stocktake conflicts with the stock as it is now")
 )
 
 // ValidSKU returns ErrBadSKU unless s is a well-formed SKU id (the contract's syntax).
@@ -196,14 +199,26 @@ const (
 	AdjustmentRejected AdjustmentState = "rejected"
 )
 
+// LedgerPoint is a point in a SKU's ledger: the last row written (0: none yet) and the SKU's
+// book on_hand (the sum over its slots) right after it.
+type LedgerPoint struct {
+	LedgerID int64
+	OnHand   int64
+}
+
 // Adjustment is an operator's request to change on_hand: a signed Delta (manual_adjust) or a
 // Counted figure (stocktake). Stock moves only when a different operator approves it.
+//
+// A count is taken at a point in the ledger (CountedAt, recorded when the stocktake is filed):
+// it corrects the book as it stood then, so the movements made between the count and the
+// approval (a shipment, a receipt) are kept, not overwritten.
 type Adjustment struct {
 	ID          int64
 	SKU         string
 	Kind        ChangeType
 	Delta       *int64
 	Counted     *int64
+	CountedAt   *LedgerPoint // stocktake only; nil for one filed before counts recorded it
 	Reason      string
 	RequestedBy string
 	State       AdjustmentState
@@ -230,8 +245,8 @@ func NewAdjustment(sku string, kind ChangeType, delta, counted *int64, reason, b
 	default:
 		return bad("kind must be manual_adjust or stocktake")
 	}
-	if reason == "" || len(reason) > 500 {
-		return bad("reason is required (at most 500 characters)")
+	if reason == "" || len(reason) > 500 || !ValidText(reason) {
+		return bad("reason is required (at most 500 bytes of UTF-8, no NUL)")
 	}
 	if by == "" {
 		return bad("operator is required")
@@ -254,18 +269,39 @@ func (a Adjustment) Decide(by string) error {
 }
 
 // Movement returns the movement an approved adjustment makes given the SKU's current figures;
-// ok=false when a stocktake matches the book figure and nothing moves.
+// ok=false when a stocktake matches the book figure at its count and nothing moves.
+//
+// A stocktake moves on_hand by Counted minus the book on_hand at CountedAt: the difference the
+// count found, carried onto the figures as they are now. It returns ErrStocktakeConflict, and
+// no movement, when that would leave on_hand below what is locked and sold now (the count and
+// the movements since cannot both be right: count again), or when the stocktake has no
+// CountedAt (filed by an older version: count again).
 func (a Adjustment) Movement(current Quantities) (Movement, bool, error) {
 	delta := int64(0)
 	if a.Kind == ChangeStocktake {
-		delta = *a.Counted - current.OnHand
+		if a.CountedAt == nil {
+			return Movement{}, false, fmt.Errorf("%w: adjustment %d has no ledger point for its count; count again", ErrStocktakeConflict, a.ID)
+		}
+		delta = *a.Counted - a.CountedAt.OnHand
+		if after := current.Plus(Quantities{OnHand: delta}); !after.Valid() {
+			return Movement{}, false, fmt.Errorf("%w: adjustment %d counted %d against a book of %d (ledger row %d); applied to on_hand %d that leaves %d for %d locked and %d sold; count again",
+				ErrStocktakeConflict, a.ID, *a.Counted, a.CountedAt.OnHand, a.CountedAt.LedgerID, current.OnHand, after.OnHand, current.Locked, current.Sold)
+		}
 	} else {
 		delta = *a.Delta
 	}
 	m, ok, err := OnHandMovement(a.SKU, a.Kind, delta)
 	m.Remark = a.Reason
+	if a.Kind == ChangeStocktake {
+		// The row then explains itself: its before/after are now's, its delta the count's.
+		m.Remark += fmt.Sprintf(" (counted %d against a book of %d at ledger row %d)", *a.Counted, a.CountedAt.OnHand, a.CountedAt.LedgerID)
+	}
 	return m, ok, err
 }
+
+// ValidText reports whether s is text the stores can hold: valid UTF-8 with no NUL byte
+// (PostgreSQL's text refuses NUL, and one refused row would fail the batch it is in).
+func ValidText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // MovementError says for which SKU a movement could not be made; Err is ErrUnknownSKU or
 // ErrInsufficientStock.

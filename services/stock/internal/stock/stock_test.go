@@ -84,3 +84,69 @@ func TestRestoreLockRefusesUnknownState(t *testing.T) {
 	_, err := stock.RestoreLock("o1", "A", 1, "lost", time.Now())
 	assert.Error(t, err)
 }
+
+func TestAdjustmentMovement(t *testing.T) {
+	ptr := func(n int64) *int64 { return &n }
+	stocktake := func(counted, book int64) stock.Adjustment {
+		return stock.Adjustment{ID: 7, SKU: "A", Kind: stock.ChangeStocktake, Counted: ptr(counted),
+			CountedAt: &stock.LedgerPoint{LedgerID: 3, OnHand: book}, Reason: "count"}
+	}
+	type tc struct {
+		a       stock.Adjustment
+		current stock.Quantities
+		moves   bool
+		delta   int64
+		wantErr error
+	}
+	cases := map[string]tc{
+		"count matches the book, a shipment since is kept": {stocktake(100, 100), stock.Quantities{OnHand: 80}, false, 0, nil},
+		"a receipt since is kept":                          {stocktake(97, 100), stock.Quantities{OnHand: 110}, true, -3, nil},
+		"shrinkage found":                                  {stocktake(90, 100), stock.Quantities{OnHand: 100, Sold: 5}, true, -10, nil},
+		"surplus found":                                    {stocktake(105, 100), stock.Quantities{OnHand: 80, Locked: 80}, true, 5, nil},
+		"down to exactly locked and sold":                  {stocktake(60, 100), stock.Quantities{OnHand: 100, Locked: 30, Sold: 30}, true, -40, nil},
+		"below locked and sold now":                        {stocktake(60, 100), stock.Quantities{OnHand: 100, Locked: 45, Sold: 20}, false, 0, stock.ErrStocktakeConflict},
+		"on_hand would go negative":                        {stocktake(10, 100), stock.Quantities{OnHand: 50}, false, 0, stock.ErrStocktakeConflict},
+		"filed without a ledger point": {stock.Adjustment{SKU: "A", Kind: stock.ChangeStocktake, Counted: ptr(5), Reason: "old"},
+			stock.Quantities{OnHand: 5}, false, 0, stock.ErrStocktakeConflict},
+		"manual adjustment moves by its delta": {stock.Adjustment{SKU: "A", Kind: stock.ChangeManualAdjust, Delta: ptr(-3), Reason: "broken"},
+			stock.Quantities{OnHand: 10}, true, -3, nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			m, ok, err := c.a.Movement(c.current)
+			if c.wantErr != nil {
+				assert.ErrorIs(t, err, c.wantErr)
+				assert.False(t, ok, "a refused adjustment moves nothing")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.moves, ok)
+			assert.Equal(t, c.delta, m.Delta.OnHand)
+			if ok {
+				assert.Equal(t, c.a.Kind, m.Type)
+				assert.True(t, m.Fits(c.current))
+			}
+		})
+	}
+}
+
+func TestNewAdjustmentRefusesTextTheStoreCannotHold(t *testing.T) {
+	counted := int64(5)
+	for name, reason := range map[string]string{
+		"empty":        "",
+		"NUL":          "a\x00b",
+		"invalid UTF8": "a\xffb",
+		"too long":     string(make([]byte, 501)),
+	} {
+		_, err := stock.NewAdjustment("A", stock.ChangeStocktake, nil, &counted, reason, "alice")
+		assert.ErrorIs(t, err, stock.ErrBadAdjustment, name)
+	}
+	_, err := stock.NewAdjustment("A", stock.ChangeStocktake, nil, &counted, "recount, aisle 4 — étagère", "alice")
+	assert.NoError(t, err)
+}
+
+func TestValidText(t *testing.T) {
+	for s, want := range map[string]bool{"": true, "plain": true, "ünïcode ✓": true, "a\x00b": false, "\x00": false, "a\xffb": false, "\xc3": false} {
+		assert.Equal(t, want, stock.ValidText(s), "%q", s)
+	}
+}
