@@ -53,7 +53,8 @@ type Base struct {
 	// job reports it (and, repairing, publishes it).
 	ReconcileOutboxAge time.Duration `env:"RECONCILE_OUTBOX_AGE" envDefault:"1m"`
 	// AuthJWKS is the JWKS (a file, or an http(s) URL of the identity provider) whose keys sign
-	// the bearer tokens every endpoint but health and the signed callbacks requires.
+	// the bearer tokens every endpoint but health and the signed callbacks requires; serve
+	// refuses to start without it.
 	AuthJWKS string `env:"AUTH_JWKS"`
 	// AuthIssuer and AuthAudience are the iss and aud a token must carry.
 	AuthIssuer   string `env:"AUTH_ISSUER" envDefault:"stockflow"`
@@ -89,9 +90,6 @@ func (b Base) Validate() error {
 	}
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
-	}
-	if b.AuthJWKS == "" {
-		errs = append(errs, errors.New("AUTH_JWKS is empty: every endpoint needs the keys that sign its tokens"))
 	}
 	if b.ReconcileMode != "check" && b.ReconcileMode != "repair" {
 		errs = append(errs, errors.New("RECONCILE_MODE must be check or repair"))

@@ -12,6 +12,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
@@ -29,18 +30,27 @@ import (
 //	GET  /healthz, GET /readyz   liveness; readiness is ready() == nil
 //
 // Cancel and refund take an optional body {"reason": "…"}.
-func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+//
+// Who (pkg/auth): a buyer places, reads, lists and cancels their own orders only (the buyer id
+// is the token's; another buyer's order is 403); viewers, staff and services read any order;
+// operators and admins cancel, refund and ship any order.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	opts := httpx.ServerOptions(log, mapError)
-	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, kithttp.NewServer(ep, dec, encode, opts...))
+	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, encode, opts...), roles...))
 	}
-	route("POST /v1/orders", placeOrder(svc), decodePlaceOrder)
-	route("GET /v1/orders/{id}", getOrder(svc), decodeOrderID)
-	route("GET /v1/orders", listOrders(svc), decodeListOrders)
-	route("POST /v1/orders/{id}/cancel", cancelOrder(svc), decodeOrderAction)
-	route("POST /v1/orders/{id}/refund", refundOrder(svc), decodeOrderAction)
-	route("POST /v1/orders/{id}/ship", shipOrder(svc), decodeOrderAction)
+	var (
+		readers = append([]auth.Role{auth.Buyer}, auth.Readers...)
+		cancel  = []auth.Role{auth.Buyer, auth.Operator, auth.Admin}
+		ops     = []auth.Role{auth.Operator, auth.Admin}
+	)
+	route("POST /v1/orders", []auth.Role{auth.Buyer}, placeOrder(svc), decodePlaceOrder)
+	route("GET /v1/orders/{id}", readers, getOrder(svc), decodeOrderID)
+	route("GET /v1/orders", readers, listOrders(svc), decodeListOrders)
+	route("POST /v1/orders/{id}/cancel", cancel, cancelOrder(svc), decodeOrderAction)
+	route("POST /v1/orders/{id}/refund", ops, refundOrder(svc), decodeOrderAction)
+	route("POST /v1/orders/{id}/ship", ops, shipOrder(svc), decodeOrderAction)
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
@@ -123,10 +133,17 @@ type placeOrderBody struct {
 	PaymentTimeout *string           `json:"payment_timeout"`
 }
 
-func decodePlaceOrder(_ context.Context, r *http.Request) (any, error) {
+func decodePlaceOrder(ctx context.Context, r *http.Request) (any, error) {
 	var body placeOrderBody
 	if err := httpx.DecodeJSON(r, &body); err != nil {
 		return nil, err
+	}
+	// The buyer is the token's; a body naming another is refused, an empty one is filled in.
+	buyer := auth.FromContext(ctx).BuyerID
+	if body.BuyerID == "" {
+		body.BuyerID = buyer
+	} else if body.BuyerID != buyer {
+		return nil, auth.Forbidden("buyer_id %q is not the token's buyer", body.BuyerID)
 	}
 	req := app.PlaceOrderRequest{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
@@ -177,6 +194,9 @@ func getOrder(svc *app.Service) endpoint.Endpoint {
 		if err != nil {
 			return nil, err
 		}
+		if err := mayAct(ctx, o, auth.Readers...); err != nil {
+			return nil, err
+		}
 		return viewOrder(o), nil
 	}
 }
@@ -186,9 +206,16 @@ type listRequest struct {
 	limit           int
 }
 
-func decodeListOrders(_ context.Context, r *http.Request) (any, error) {
+func decodeListOrders(ctx context.Context, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	req := listRequest{buyerID: q.Get("buyer_id"), before: q.Get("before"), limit: 20}
+	if c := auth.FromContext(ctx); !c.Has(auth.Readers...) { // a buyer lists their own
+		if req.buyerID == "" {
+			req.buyerID = c.BuyerID
+		} else if req.buyerID != c.BuyerID {
+			return nil, auth.Forbidden("a buyer lists only their own orders")
+		}
+	}
 	if req.buyerID == "" {
 		return nil, httpx.Errorf(http.StatusBadRequest, "invalid_query", "buyer_id is required")
 	}
@@ -227,6 +254,16 @@ func listOrders(svc *app.Service) endpoint.Endpoint {
 
 // --- requests ---
 
+// mayAct says whether the caller may act on o: a token with one of roles may, a buyer only on
+// their own order.
+func mayAct(ctx context.Context, o *order.Order, roles ...auth.Role) error {
+	c := auth.FromContext(ctx)
+	if c.Has(roles...) || (c.Has(auth.Buyer) && c.BuyerID == o.BuyerID()) {
+		return nil
+	}
+	return auth.Forbidden("order %s is another buyer's", o.ID())
+}
+
 type actionRequest struct {
 	id     string
 	reason string
@@ -258,6 +295,15 @@ func decodeOrderAction(ctx context.Context, r *http.Request) (any, error) {
 func cancelOrder(svc *app.Service) endpoint.Endpoint {
 	return func(ctx context.Context, request any) (any, error) {
 		req := request.(actionRequest)
+		if c := auth.FromContext(ctx); !c.Has(auth.Operator, auth.Admin) {
+			o, err := svc.Get(ctx, req.id) // a buyer cancels only their own; an order's buyer never changes
+			if err != nil {
+				return nil, err
+			}
+			if err := mayAct(ctx, o); err != nil {
+				return nil, err
+			}
+		}
 		o, err := svc.CancelOrder(ctx, req.id, req.reason)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
@@ -34,12 +35,13 @@ func Schemas() []postgres.Schema { return orderpg.Schemas() }
 // consumers to run with natsx.Consume. It starts nothing but the goroutines that combine
 // concurrent order creations (cfg.CombineMaxBatch). cfg.PaymentTimeout is the payment window
 // of orders that name none.
-func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (http.Handler, []service.Consumer) {
-	p := build(pool, log, cfg, ready)
+func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier) (http.Handler, []service.Consumer) {
+	p := build(pool, log, cfg, ready, v, &http.Client{Timeout: 5 * time.Second})
 	return p.Handler, p.Consumers
 }
 
-func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) service.Parts {
+// build assembles the parts; v checks the tokens of every route, peers calls stock.
+func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier, peers *http.Client) service.Parts {
 	store := orderpg.New(pool)
 	var repo app.Repository = store
 	if cfg.CombineMaxBatch > 1 {
@@ -47,9 +49,9 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 	}
 	svc := app.New(repo, log, cfg.PaymentTimeout)
 	return service.Parts{
-		Handler:   httpapi.Handler(svc, log, ready),
+		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
-		Jobs:      []pkgreconcile.Job{reconcile.StuckOrders(svc, &http.Client{Timeout: 5 * time.Second}, cfg)},
+		Jobs:      []pkgreconcile.Job{reconcile.StuckOrders(svc, peers, cfg)},
 	}
 }
 
@@ -58,6 +60,6 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 // stuck-order reconciliation job.
 func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
-		return build(d.Pool, d.Log, cfg, d.Ready), nil
+		return build(d.Pool, d.Log, cfg, d.Ready, d.Auth, d.Peers), nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/order/internal/config"
@@ -20,7 +21,7 @@ func TestBuild(t *testing.T) {
 	pool, _ := pgtest.New(t, wire.Schemas()...)
 	cfg, err := config.Load(nil)
 	require.NoError(t, err)
-	handler, consumers := wire.Build(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, pool.Ping)
+	handler, consumers := wire.Build(pool, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, pool.Ping, authtest.New(t).Verifier)
 
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
