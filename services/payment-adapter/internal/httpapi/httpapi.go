@@ -12,6 +12,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
@@ -27,15 +28,18 @@ import (
 // Callback errors: 404 unknown_provider, 413 body_too_large, 401 invalid_signature,
 // 400 malformed_notification, 503 order_unknown (the provider retries; see
 // app.Service.HandleCallback). Nothing is stored for any of them.
-func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+//
+// Who: callbacks carry no token — the provider's signature is their authentication; reading
+// payments needs a viewer, staff or service token (pkg/auth).
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	opts := httpx.ServerOptions(log, mapError)
-	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...))
+	server := func(ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
+		return kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...)
 	}
-	route("POST /v1/callbacks/{provider}", callback(svc), decodeCallback)
-	route("GET /v1/payments/{id}", getPayment(svc), decodePaymentID)
-	route("GET /v1/payments", listPayments(svc), decodeList)
+	mux.Handle("POST /v1/callbacks/{provider}", server(callback(svc), decodeCallback))
+	mux.Handle("GET /v1/payments/{id}", v.Require(server(getPayment(svc), decodePaymentID), auth.Readers...))
+	mux.Handle("GET /v1/payments", v.Require(server(listPayments(svc), decodeList), auth.Readers...))
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux

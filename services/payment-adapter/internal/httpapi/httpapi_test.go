@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
@@ -34,6 +36,7 @@ type env struct {
 	svc  *app.Service
 	srv  *httptest.Server
 	sb   *sandbox.Provider
+	kit  *authtest.Kit
 }
 
 func setup(t *testing.T) *env {
@@ -45,9 +48,10 @@ func setup(t *testing.T) *env {
 	require.NoError(t, err)
 	log := slog.New(slog.DiscardHandler)
 	svc := app.New(paymentpg.New(pool), reg, log)
-	srv := httptest.NewServer(httpapi.Handler(svc, log, pool.Ping))
+	kit := authtest.New(t)
+	srv := httptest.NewServer(httpapi.Handler(svc, log, pool.Ping, kit.Verifier))
 	t.Cleanup(srv.Close)
-	return &env{t: t, pool: pool, svc: svc, srv: srv, sb: sb}
+	return &env{t: t, pool: pool, svc: svc, srv: srv, sb: sb, kit: kit}
 }
 
 // order makes the order known, as consuming its order.created does.
@@ -77,6 +81,7 @@ func (e *env) get(path string) (int, map[string]any) {
 	e.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
 	require.NoError(e.t, err)
+	req.Header.Set("Authorization", e.kit.Bearer("vera", auth.Viewer))
 	return e.do(req)
 }
 

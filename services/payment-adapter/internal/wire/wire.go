@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stockflow/stockflow/pkg/auth"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/reconcile"
@@ -35,7 +36,7 @@ func Schemas() []postgres.Schema { return paymentpg.Schemas() }
 // /readyz reporting the database and NATS.
 func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
-		return Build(d.Pool, d.Log, cfg, d.Ready)
+		return Build(d.Pool, d.Log, cfg, d.Ready, d.Auth, d.Peers)
 	}
 }
 
@@ -44,7 +45,7 @@ func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts,
 // returns nil), the consumers to run with natsx.Consume and the paid-but-not-sold
 // reconciliation job. payment-adapter needs no JetStream handle (it publishes only through
 // the outbox) and no background loops. Build starts nothing and fails only on a bad cfg.
-func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error) (service.Parts, error) {
+func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier, peers *http.Client) (service.Parts, error) {
 	sb, err := sandbox.New(cfg.SandboxSecret)
 	if err != nil {
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
@@ -55,8 +56,8 @@ func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 	}
 	svc := app.New(paymentpg.New(pool), providers, log)
 	return service.Parts{
-		Handler:   httpapi.Handler(svc, log, ready),
+		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
-		Jobs:      []reconcile.Job{paymentreconcile.PaidNotSold(svc, &http.Client{Timeout: 5 * time.Second}, cfg)},
+		Jobs:      []reconcile.Job{paymentreconcile.PaidNotSold(svc, peers, cfg)},
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/natsx/natstest"
@@ -47,7 +48,7 @@ func start(t *testing.T) *system {
 	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load([]string{"PAYMENT_SANDBOX_SECRET=" + secret})
 	require.NoError(t, err)
-	parts, err := wire.Build(pool, log, cfg, pool.Ping)
+	parts, err := wire.Build(pool, log, cfg, pool.Ping, authtest.New(t).Verifier, http.DefaultClient)
 	require.NoError(t, err)
 	require.Empty(t, parts.Loops)
 

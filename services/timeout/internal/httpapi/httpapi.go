@@ -12,6 +12,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
 )
@@ -21,14 +22,17 @@ import (
 //	GET  /v1/deadlines/{order_id}  the order's deadline → 200, 404 deadline_not_found
 //	POST /v1/admin/sweep           expire every overdue deadline now → 200 {"expired": n}
 //	GET  /healthz, GET /readyz     liveness; readiness is ready() == nil
-func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error) http.Handler {
+//
+// Who (pkg/auth): reading a deadline needs a viewer, staff or service token; a sweep an
+// operator or admin.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	opts := httpx.ServerOptions(log, mapError)
-	route := func(pattern string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...))
+	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...), roles...))
 	}
-	route("GET /v1/deadlines/{order_id}", getDeadline(svc), decodeOrderID)
-	route("POST /v1/admin/sweep", sweep(svc), kithttp.NopRequestDecoder)
+	route("GET /v1/deadlines/{order_id}", auth.Readers, getDeadline(svc), decodeOrderID)
+	route("POST /v1/admin/sweep", []auth.Role{auth.Operator, auth.Admin}, sweep(svc), kithttp.NopRequestDecoder)
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux

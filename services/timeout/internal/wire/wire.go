@@ -8,7 +8,9 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stockflow/stockflow/pkg/auth"
 
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/postgres"
@@ -30,7 +32,7 @@ func Schemas() []postgres.Schema { return timeoutpg.Schemas() }
 // with /readyz reporting the database and NATS.
 func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
-		return Build(d.Pool, d.JS, d.Log, cfg, d.Ready), nil
+		return Build(d.Pool, d.JS, d.Log, cfg, d.Ready, d.Auth), nil
 	}
 }
 
@@ -39,11 +41,11 @@ func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts,
 // natsx.Consume, and the sweeper loop (every cfg.SweepInterval, until its context ends). js
 // is used after commits only, to cancel the schedules of resolved orders. Build starts
 // nothing.
-func Build(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger, cfg config.Config, ready func(context.Context) error) service.Parts {
+func Build(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier) service.Parts {
 	cancel := func(ctx context.Context, orderID string) error { return natsx.CancelSchedule(ctx, js, orderID) }
 	svc := app.New(timeoutpg.New(pool), cancel, log, cfg.SweepBatch)
 	return service.Parts{
-		Handler:   httpapi.Handler(svc, log, ready),
+		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
 		Loops:     []func(context.Context) error{svc.Sweeper(cfg.SweepInterval)},
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/natsx/natstest"
@@ -33,6 +35,7 @@ type system struct {
 	pool *pgxpool.Pool
 	js   jetstream.JetStream
 	url  string
+	kit  *authtest.Kit
 }
 
 func start(t *testing.T, sweepInterval time.Duration) *system {
@@ -47,7 +50,8 @@ func start(t *testing.T, sweepInterval time.Duration) *system {
 	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load([]string{"TIMEOUT_SWEEP_INTERVAL=" + sweepInterval.String()})
 	require.NoError(t, err)
-	parts := wire.Build(pool, js, log, cfg, pool.Ping)
+	kit := authtest.New(t)
+	parts := wire.Build(pool, js, log, cfg, pool.Ping, kit.Verifier)
 
 	done := make(chan error, 1+len(parts.Loops))
 	go func() {
@@ -73,7 +77,7 @@ func start(t *testing.T, sweepInterval time.Duration) *system {
 			assert.NoError(t, <-done)
 		}
 	})
-	return &system{t: t, pool: pool, js: js, url: srv.URL}
+	return &system{t: t, pool: pool, js: js, url: srv.URL, kit: kit}
 }
 
 func (s *system) publish(ev events.Event) events.Message {
@@ -156,7 +160,7 @@ func TestLockedOrderExpiresThroughItsScheduledMessage(t *testing.T) {
 	assert.Equal(t, "expired", s.state("ord-1"))
 	assert.Len(t, s.streamMsgs(natsx.StreamSchedules, natsx.FireSubject("ord-1")), 1, "it expired through the fired message")
 
-	status, body := get(t, s.url+"/v1/deadlines/ord-1")
+	status, body := s.get(s.url + "/v1/deadlines/ord-1")
 	assert.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `"state":"expired"`)
 }
@@ -235,20 +239,33 @@ func TestResolvedBeforeItsLockArrivesSchedulesNothing(t *testing.T) {
 
 func TestAdminSweepOnDemand(t *testing.T) {
 	s := start(t, noSweeper)
-	resp, err := http.Post(s.url+"/v1/admin/sweep", "application/json", nil)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	status, body := get(t, s.url+"/v1/deadlines/nope")
+	sweep := func(bearer string) int {
+		req, err := http.NewRequest("POST", s.url+"/v1/admin/sweep", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", bearer)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusUnauthorized, sweep(""))
+	assert.Equal(t, http.StatusForbidden, sweep(s.kit.Bearer("vera", auth.Viewer)))
+	assert.Equal(t, http.StatusOK, sweep(s.kit.Bearer("olga", auth.Operator)))
+	status, body := s.get(s.url + "/v1/deadlines/nope")
 	assert.Equal(t, http.StatusNotFound, status)
 	assert.Contains(t, body, "deadline_not_found")
-	status, _ = get(t, s.url+"/readyz")
+	status, _ = s.get(s.url + "/readyz")
 	assert.Equal(t, http.StatusOK, status)
 }
 
-func get(t *testing.T, url string) (int, string) {
+// get reads url as a viewer.
+func (s *system) get(url string) (int, string) {
+	t := s.t
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", s.kit.Bearer("vera", auth.Viewer))
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var b strings.Builder
