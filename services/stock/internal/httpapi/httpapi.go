@@ -564,6 +564,9 @@ func decodeSell(ctx context.Context, r *http.Request) (any, error) {
 	if err := httpx.UnmarshalStrict(body, &in); err != nil {
 		return nil, err
 	}
+	if !stock.ValidText(in.PaymentID) {
+		return nil, invalid("invalid_payment_id", "payment_id must be UTF-8 with no NUL")
+	}
 	if in.PaymentID != "" {
 		o.paymentID = in.PaymentID
 	}

@@ -140,6 +140,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"purchase remark with NUL", "POST", "/v1/skus/CUP-1/purchases", `{"qty":5,"remark":"a\u0000b"}`, key, 422, "invalid_remark"},
 		{"lock order id with NUL", "POST", "/v1/internal/locks", `{"order_id":"a\u0000b","items":[{"sku":"CUP-1","qty":1}]}`, nil, 422, "invalid_order_id"},
 		{"order path with NUL", "POST", "/v1/internal/orders/a%00b/ship", ``, nil, 422, "invalid_order_id"},
+		{"sell payment id with NUL", "POST", "/v1/internal/orders/o-held/sell", `{"payment_id":"a\u0000b"}`, nil, 422, "invalid_payment_id"},
 		{"approve unknown adjustment", "POST", "/v1/adjustments/999/approve", ``, []string{"X-Operator", "bo"}, 404, "adjustment_not_found"},
 		{"unknown route", "GET", "/v1/nothing", ``, nil, 404, "route_not_found"},
 	}
