@@ -14,3 +14,5 @@ echo "go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"
 echo "go test -race ${pkgs[*]}"
 go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}"
+# Then every fuzz target briefly (their seed corpora already ran above, as regression tests).
+FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh

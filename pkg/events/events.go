@@ -81,6 +81,11 @@ func Open(body []byte) (Envelope, error) {
 	if env.SchemaVersion < 1 || env.SchemaVersion > SchemaVersion {
 		return Envelope{}, fmt.Errorf("%w: schema version %d not supported (max %d)", ErrMalformed, env.SchemaVersion, SchemaVersion)
 	}
+	// Envelopes carry occurred_at in UTC; an offset that moves it out of years 0-9999 there
+	// would make an envelope no one can write again (found by FuzzDecode).
+	if y := env.OccurredAt.UTC().Year(); y < 0 || y > 9999 {
+		return Envelope{}, fmt.Errorf("%w: occurred_at %s is outside years 0-9999 in UTC", ErrMalformed, env.OccurredAt.Format(time.RFC3339))
+	}
 	return env, nil
 }
 
