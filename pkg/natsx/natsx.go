@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,18 +29,22 @@ import (
 // up to 8 MiB of publishes while disconnected, so a NATS restart is a pause, not an outage;
 // disconnects and reconnects are logged with slog.Default(). The first dial is not retried:
 // a wrong URL fails startup. Close the connection with nc.Drain() on shutdown.
+//
+// Credentials come in the URL (nats://user:password@host:port); a connection with a user takes
+// its replies under InboxPrefix(user), the only inbox its permissions let it subscribe to.
+// Errors name the URL without its password.
 func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("connect to nats: %w", err)
 	}
 	log := slog.Default().With("nats_client", name)
-	nc, err := nats.Connect(url,
+	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		nats.ReconnectBufSize(8<<20),
-		nats.Timeout(5*time.Second),
+		nats.ReconnectBufSize(8 << 20),
+		nats.Timeout(5 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats disconnected", "err", err)
 		}),
@@ -53,9 +58,13 @@ func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetSt
 			}
 			log.Error("nats async error", "subject", subject, "err", err)
 		}),
-	)
+	}
+	if u, err := neturl.Parse(url); err == nil && u.User.Username() != "" {
+		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(u.User.Username())))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to nats %s: %w", url, err)
+		return nil, nil, fmt.Errorf("connect to nats %s: %w", redact(url), err)
 	}
 	js, err := jetstream.New(nc,
 		// An async publish whose ack never comes fails instead of hanging the outbox relay.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -88,7 +90,8 @@ func StreamConfigs() []jetstream.StreamConfig {
 }
 
 // EnsureStreams creates every stream of StreamConfigs, or updates it to that configuration.
-// It is idempotent and safe to run from every service at startup.
+// It is idempotent. On a locked-down server only AdminUser may run it: the launcher does before
+// it starts the services.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range StreamConfigs() {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
@@ -96,6 +99,50 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}
 	return nil
+}
+
+// ErrStreamsNotReady is wrapped by CheckStreams when a stream is missing or differs from
+// StreamConfigs.
+var ErrStreamsNotReady = errors.New("streams not set up by the NATS admin")
+
+// CheckStreams reports, wrapping ErrStreamsNotReady, every stream of StreamConfigs that is
+// missing or whose subjects, retention, storage, limits or schedule setting differ. It only
+// reads stream info, which every service user may.
+func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
+	var problems []string
+	for _, want := range StreamConfigs() {
+		s, err := js.Stream(ctx, want.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			problems = append(problems, want.Name+" is missing")
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check stream %s: %w", want.Name, err)
+		}
+		got := s.CachedInfo().Config
+		if !slices.Equal(got.Subjects, want.Subjects) || got.Retention != want.Retention || got.Storage != want.Storage ||
+			got.MaxAge != want.MaxAge || got.MaxMsgsPerSubject != want.MaxMsgsPerSubject ||
+			got.Duplicates != want.Duplicates || got.AllowMsgSchedules != want.AllowMsgSchedules {
+			problems = append(problems, want.Name+" differs from natsx.StreamConfigs")
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s; the admin user applies them with natsx.EnsureStreams (stockflow up does, docs/conventions.md)",
+			ErrStreamsNotReady, strings.Join(problems, ", "))
+	}
+	return nil
+}
+
+// PrepareStreams readies the streams before a service uses them. A server that requires no
+// authentication (a development server, natstest's embedded one) lets anyone manage streams,
+// so the service ensures them itself (EnsureStreams) as every service did before NATS was
+// locked down. On a server that requires authentication a service user may not (PermissionsOf)
+// and only checks that the admin did (CheckStreams), failing startup otherwise.
+func PrepareStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+	if !nc.AuthRequired() {
+		return EnsureStreams(ctx, js)
+	}
+	return CheckStreams(ctx, js)
 }
 
 // ScheduleSubject is the subject of orderID's pending deadline schedule.

@@ -52,6 +52,8 @@ func TestEveryEndpointRefusesWhoMayNotCallIt(t *testing.T) {
 		{"order", "POST", "/v1/orders/" + id + "/cancel", nil, viewer},
 		{"order", "POST", "/v1/orders/" + id + "/refund", nil, buyers},
 		{"order", "POST", "/v1/orders/" + id + "/ship", nil, buyers},
+		{"order", "PUT", "/v1/prices/" + sku, map[string]any{"unit_price": 1, "currency": "CNY"}, []auth.Role{auth.Buyer, auth.Viewer}},
+		{"order", "GET", "/v1/prices/" + sku, nil, nil},
 		{"stock", "POST", "/v1/skus", map[string]any{"sku": sku + "-B", "on_hand": 1000000}, buyers},
 		{"stock", "GET", "/v1/skus/" + sku, nil, buyers},
 		{"stock", "GET", "/v1/skus/" + sku + "/ledger", nil, buyers},
@@ -190,6 +192,7 @@ func snapshot(t *testing.T, c client, sku, orderID, adjID string) map[string]any
 	get("ledger", "stock", "/v1/skus/"+sku+"/ledger?limit=500")
 	get("adjustment", "stock", "/v1/adjustments/"+adjID)
 	get("order", "order", "/v1/orders/"+orderID)
+	get("price", "order", "/v1/prices/"+sku)
 	get("payments", "payment-adapter", "/v1/payments?order_id="+orderID)
 	get("deadline", "timeout", "/v1/deadlines/"+orderID)
 	return out

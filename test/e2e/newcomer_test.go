@@ -82,6 +82,8 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	sku := "NEWCOMER-" + randomHex(3)
 	code, body := c.call("POST", stock+"/v1/skus", map[string]any{"sku": sku, "on_hand": 10}, map[string]string{"Authorization": ops})
 	require.Equal(t, http.StatusCreated, code, "%v", body)
+	code, body = c.call("PUT", order+"/v1/prices/"+sku, map[string]any{"unit_price": 4900, "currency": "CNY"}, map[string]string{"Authorization": ops})
+	require.Equal(t, http.StatusOK, code, "%v", body)
 	code, body = c.call("POST", order+"/v1/orders", map[string]any{
 		"buyer_id": "newcomer", "currency": "CNY", "payment_timeout": "10m",
 		"items": []item{{SKU: sku, Qty: 2, UnitPrice: 4900}},

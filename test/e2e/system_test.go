@@ -59,6 +59,7 @@ func run(m *testing.M) int {
 			"TIMEOUT_SWEEP_INTERVAL=500ms",
 			"CONSUMER_ACK_WAIT=3s", // a SIGKILLed consumer's deliveries come back in 3 s, not 30
 			"LOG_LEVEL=DEBUG",
+			"ORDER_MIN_PAYMENT_WINDOW=1s", // deadlines of 1-2 s make timeouts testable
 			// The cross-service reconcile jobs run when a test triggers them, on whatever is
 			// old enough at once (reconcile_test.go).
 			"RECONCILE_PAID_NOT_SOLD_INTERVAL=0", "RECONCILE_PAID_NOT_SOLD_AGE=0s",
@@ -166,7 +167,12 @@ func (c client) call(method, url string, body any, headers map[string]string) (i
 	}
 	req, err := http.NewRequest(method, url, rd)
 	require.NoError(c.t, err)
-	if !strings.Contains(url, "/v1/callbacks/") {
+	switch {
+	case strings.Contains(url, "/v1/internal/"): // the routes between services: as the order service calls them
+		tok, err := sys.ServiceToken("order")
+		require.NoError(c.t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+	case !strings.Contains(url, "/v1/callbacks/"):
 		req.Header.Set("Authorization", "Bearer "+token(c.t, staffSubject, staffRoles...))
 	}
 	for k, v := range headers {
@@ -184,11 +190,30 @@ func (c client) call(method, url string, body any, headers map[string]string) (i
 	return resp.StatusCode, out
 }
 
+// createSKU creates sku in stock with onHand units and puts it on sale at 49.00 CNY, with the
+// order service's default payment window.
 func (c client) createSKU(sku string, onHand int64) {
 	c.t.Helper()
 	status, body := c.call("POST", sys.URLs["stock"]+"/v1/skus", map[string]any{"sku": sku, "on_hand": onHand}, nil)
 	require.Equal(c.t, http.StatusCreated, status, "%v", body)
+	c.setPrice(sku, 4900, "")
 }
+
+// setPrice sets sku's price (minor units of CNY) and payment window ("": the default) on the
+// order service, as an operator.
+func (c client) setPrice(sku string, unitPrice int64, window string) {
+	c.t.Helper()
+	body := map[string]any{"unit_price": unitPrice, "currency": "CNY"}
+	if window != "" {
+		body["payment_window"] = window
+	}
+	status, resp := c.call("PUT", sys.URLs["order"]+"/v1/prices/"+sku, body, nil)
+	require.Equal(c.t, http.StatusOK, status, "%v", resp)
+	priced.Store(fmt.Sprint(sku, "=", unitPrice), true)
+}
+
+// priced remembers the prices setPrice set ("sku=price").
+var priced sync.Map
 
 func (c client) sku(sku string) map[string]any {
 	c.t.Helper()
@@ -197,19 +222,38 @@ func (c client) sku(sku string) map[string]any {
 	return body
 }
 
+// item is an order line; UnitPrice, when set, is quoted in the request.
 type item struct {
 	SKU       string `json:"sku"`
 	Qty       int64  `json:"qty"`
-	UnitPrice int64  `json:"unit_price"`
+	UnitPrice int64  `json:"unit_price,omitempty"`
 }
 
+// order places an order of items with payment_timeout timeout ("": the SKUs' window) as a new
+// buyer and returns its id. A line quoting a unit price first sets the SKU's price to it,
+// once, as an operator would before the sale: the tests say what the SKU sells at.
 func (c client) order(timeout string, items ...item) string {
 	c.t.Helper()
-	buyer := "u-" + randomHex(3)
-	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout}
-	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders", body, map[string]string{"Idempotency-Key": randomHex(8), "Authorization": "Bearer " + token(c.t, buyer, auth.Buyer)})
+	for _, it := range items {
+		if _, ok := priced.Load(fmt.Sprint(it.SKU, "=", it.UnitPrice)); it.UnitPrice != 0 && !ok {
+			c.setPrice(it.SKU, it.UnitPrice, "")
+		}
+	}
+	body := map[string]any{"items": items, "currency": "CNY"}
+	if timeout != "" {
+		body["payment_timeout"] = timeout
+	}
+	status, resp := c.place("u-"+randomHex(3), body)
 	require.Equal(c.t, http.StatusCreated, status, "%v", resp)
 	return resp["order_id"].(string)
+}
+
+// place posts body as buyer's order, under a new idempotency key.
+func (c client) place(buyer string, body map[string]any) (int, map[string]any) {
+	c.t.Helper()
+	body["buyer_id"] = buyer
+	return c.call("POST", sys.URLs["order"]+"/v1/orders", body,
+		map[string]string{"Idempotency-Key": randomHex(8), "Authorization": "Bearer " + token(c.t, buyer, auth.Buyer)})
 }
 
 func (c client) getOrder(id string) map[string]any {

@@ -210,6 +210,17 @@ func (c *Client) CreateSKU(ctx context.Context, sku string, onHand int64) error 
 	return err
 }
 
+// SetPrice sets sku's sales terms on the order service: unitPrice minor units of currency and
+// window, the payment window of its orders (0: the service's default).
+func (c *Client) SetPrice(ctx context.Context, sku string, unitPrice int64, currency string, window time.Duration) error {
+	body := map[string]any{"unit_price": unitPrice, "currency": currency}
+	if window > 0 {
+		body["payment_window"] = window.String()
+	}
+	_, err := c.Do(ctx, "set price of "+sku, http.MethodPut, c.orderURL+"/v1/prices/"+url.PathEscape(sku), body, nil, nil)
+	return err
+}
+
 // SKU reads the SKU's quantities.
 func (c *Client) SKU(ctx context.Context, sku string) (SKUFigures, error) {
 	var f SKUFigures
@@ -280,10 +291,12 @@ func (c *Client) overdueLocks(ctx context.Context, grace time.Duration) (overdue
 	return o, err
 }
 
+// orderItem is one line of an order; UnitPrice, when set, quotes the price the buyer saw (the
+// order service refuses the order when it is not the SKU's).
 type orderItem struct {
 	SKU       string `json:"sku"`
 	Qty       int64  `json:"qty"`
-	UnitPrice int64  `json:"unit_price"`
+	UnitPrice int64  `json:"unit_price,omitempty"`
 }
 
 // OrderView is GET /v1/orders/{id}, with only the fields the simulator and the load test read.
@@ -298,9 +311,10 @@ type OrderView struct {
 	} `json:"history"`
 }
 
-func (c *Client) placeOrder(ctx context.Context, key, buyer string, items []orderItem, timeout time.Duration) (OrderView, error) {
+// placeOrder places buyer's order of items in CNY; its payment window is the SKUs'.
+func (c *Client) placeOrder(ctx context.Context, key, buyer string, items []orderItem) (OrderView, error) {
 	var o OrderView
-	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY", "payment_timeout": timeout.String()}
+	body := map[string]any{"buyer_id": buyer, "items": items, "currency": "CNY"}
 	headers, err := c.as(buyer)
 	if err != nil {
 		return o, err

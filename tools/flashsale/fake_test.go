@@ -28,8 +28,14 @@ type fakeStockflow struct {
 	ledger map[string][]ledgerEntry
 	orders map[string]*fakeOrder
 	keys   map[string]string
+	prices map[string]fakePrice
 	nextID int64
 	locks  map[string]time.Time // order id -> deadline, while locked
+}
+
+type fakePrice struct {
+	unitPrice int64
+	window    time.Duration
 }
 
 type fakeOrder struct {
@@ -43,13 +49,14 @@ type fakeOrder struct {
 
 func newFake(t testing.TB, secret string) (*fakeStockflow, *httptest.Server) {
 	f := &fakeStockflow{t: t, secret: secret, skus: map[string]*figures{}, ledger: map[string][]ledgerEntry{},
-		orders: map[string]*fakeOrder{}, keys: map[string]string{}, locks: map[string]time.Time{}}
+		orders: map[string]*fakeOrder{}, keys: map[string]string{}, locks: map[string]time.Time{}, prices: map[string]fakePrice{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/skus", f.createSKU)
 	mux.HandleFunc("GET /v1/skus/{sku}", f.getSKU)
 	mux.HandleFunc("GET /v1/skus/{sku}/ledger", f.getLedger)
 	mux.HandleFunc("POST /v1/admin/verify", f.verify)
 	mux.HandleFunc("GET /v1/admin/overdue-locks", f.overdue)
+	mux.HandleFunc("PUT /v1/prices/{sku}", f.putPrice)
 	mux.HandleFunc("POST /v1/orders", f.placeOrder)
 	mux.HandleFunc("GET /v1/orders/{id}", f.getOrder)
 	mux.HandleFunc("POST /v1/orders/{id}/cancel", f.cancel)
@@ -174,6 +181,28 @@ func (f *fakeStockflow) overdue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"count": len(ids), "orders": ids})
 }
 
+func (f *fakeStockflow) putPrice(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		UnitPrice int64  `json:"unit_price"`
+		Currency  string `json:"currency"`
+		Window    string `json:"payment_window"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.UnitPrice < 1 || in.Currency != "CNY" {
+		writeErr(w, 422, "invalid_unit_price")
+		return
+	}
+	window, err := time.ParseDuration(in.Window)
+	if err != nil {
+		writeErr(w, 422, "invalid_payment_window")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prices[r.PathValue("sku")] = fakePrice{unitPrice: in.UnitPrice, window: window}
+	writeJSON(w, 200, in)
+}
+
+// placeOrder prices the order and sets its window from the SKU's terms, as the order service does.
 func (f *fakeStockflow) placeOrder(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
@@ -182,18 +211,24 @@ func (f *fakeStockflow) placeOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	var in struct {
 		Items []orderItem `json:"items"`
-		PT    string      `json:"payment_timeout"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || len(in.Items) != 1 {
 		writeErr(w, 422, "invalid_items")
 		return
 	}
-	pt, err := time.ParseDuration(in.PT)
-	if err != nil {
-		writeErr(w, 422, "invalid_payment_timeout")
+	f.mu.Lock()
+	price, ok := f.prices[in.Items[0].SKU]
+	switch {
+	case !ok:
+		f.mu.Unlock()
+		writeErr(w, 422, "sku_not_for_sale")
+		return
+	case in.Items[0].UnitPrice != 0 && in.Items[0].UnitPrice != price.unitPrice:
+		f.mu.Unlock()
+		writeErr(w, 409, "price_mismatch")
 		return
 	}
-	f.mu.Lock()
+	pt := price.window
 	if id, ok := f.keys[key]; ok {
 		v := f.view(f.orders[id])
 		f.mu.Unlock()
@@ -201,7 +236,7 @@ func (f *fakeStockflow) placeOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.nextID++
-	o := &fakeOrder{id: fmt.Sprintf("o%d", f.nextID), sku: in.Items[0].SKU, qty: in.Items[0].Qty, total: in.Items[0].Qty * in.Items[0].UnitPrice}
+	o := &fakeOrder{id: fmt.Sprintf("o%d", f.nextID), sku: in.Items[0].SKU, qty: in.Items[0].Qty, total: in.Items[0].Qty * price.unitPrice}
 	o.set("pending")
 	f.orders[o.id], f.keys[key] = o, o.id
 	v := f.view(o)

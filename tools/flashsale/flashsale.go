@@ -46,7 +46,7 @@ type Config struct {
 
 	Concurrency    int           // C: HTTP requests in flight at once, over all buyers
 	ArrivalWindow  time.Duration // first-wave arrivals spread uniformly over this window
-	PaymentTimeout time.Duration // the orders' payment_timeout
+	PaymentTimeout time.Duration // the SKU's payment window, so every order's
 	ActWithin      float64       // pay/cancel happens at a uniform time in [0, ActWithin×PaymentTimeout] after ordering
 
 	PayRatio    float64       // share of locked orders that pay
@@ -108,7 +108,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.UnitPrice, "unit-price", c.UnitPrice, "unit price in minor units")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "C: HTTP requests in flight")
 	fs.DurationVar(&c.ArrivalWindow, "arrival-window", c.ArrivalWindow, "first-wave arrivals spread over this window")
-	fs.DurationVar(&c.PaymentTimeout, "payment-timeout", c.PaymentTimeout, "payment_timeout of every order")
+	fs.DurationVar(&c.PaymentTimeout, "payment-timeout", c.PaymentTimeout, "the SKU's payment window (the order service's ORDER_MIN_PAYMENT_WINDOW bounds it)")
 	fs.Float64Var(&c.ActWithin, "act-within", c.ActWithin, "pay/cancel within this fraction of the payment timeout")
 	fs.Float64Var(&c.PayRatio, "pay-ratio", c.PayRatio, "share of locked orders that pay")
 	fs.Float64Var(&c.CancelRatio, "cancel-ratio", c.CancelRatio, "share of locked orders that cancel (the rest time out)")
@@ -253,6 +253,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := s.c.CreateSKU(ctx, s.sku, cfg.Units); err != nil {
 		return nil, fmt.Errorf("flash sale: %w", err)
 	}
+	// The sale's terms are the order service's: its price and, a promotion's, its window.
+	if err := s.c.SetPrice(ctx, s.sku, cfg.UnitPrice, "CNY", cfg.PaymentTimeout); err != nil {
+		return nil, fmt.Errorf("flash sale: %w", err)
+	}
 	s.start = time.Now()
 
 	s.bar = progressbar.NewOptions(cfg.Buyers,
@@ -364,7 +368,7 @@ func (s *sim) attempt(ctx context.Context, buyer, attempt int, rng *mrand.Rand) 
 	// Retrying with the same Idempotency-Key returns the same order, never a second one.
 	err := s.retry(ctx, placed.Add(cfg.SettleTimeout), func() error {
 		var err error
-		o, err = s.c.placeOrder(ctx, key, fmt.Sprintf("fs-%s-%d", s.runID, buyer), items, cfg.PaymentTimeout)
+		o, err = s.c.placeOrder(ctx, key, fmt.Sprintf("fs-%s-%d", s.runID, buyer), items)
 		return err
 	})
 	if err != nil {

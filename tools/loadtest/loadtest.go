@@ -1,8 +1,8 @@
 // Package loadtest drives a running stockflow through POST /v1/orders at a fixed rate with the
-// vegeta load generator, on one hot SKU with stock for every order, and reports what it
-// measured: orders accepted per second, answers by status, the time from POST to
-// awaiting_payment (the order's own history against vegeta's request time), the stock
-// service's peak RSS, and whether the stock still adds up.
+// vegeta load generator, on one hot SKU with stock for every order, from enough buyers that
+// none is rate-limited, and reports what it measured: orders accepted per second, answers by
+// status, the time from POST to awaiting_payment (the order's own history against vegeta's
+// request time), the stock service's peak RSS, and whether the stock still adds up.
 //
 // All of it goes through the public APIs (tools/flashsale's client), so it works against any
 // deployment by URL; only the peak RSS needs the stock process on this machine.
@@ -17,10 +17,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +43,11 @@ type Config struct {
 	SKU      string        // the hot SKU; empty: LOAD-<random>, created for this run
 	Units    int64         // units the SKU must have available first (created or restocked); 0: Rate × Duration, one per order
 
+	// BuyerRate is how many orders per second one buyer places: the orders go in turn to
+	// Rate/BuyerRate buyers (rounded up), so each stays under the order service's per-buyer
+	// limit (ORDER_RATE_PER_BUYER, default 5/s).
+	BuyerRate float64
+
 	Timeout    time.Duration // per request
 	MaxWorkers uint64        // most requests in flight; a saturated system then gets fewer than Rate (reported)
 	Grace      time.Duration // after the attack, how long orders may take to leave pending
@@ -51,7 +59,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		OrderURL: "http://127.0.0.1:8081", StockURL: "http://127.0.0.1:8082",
-		Rate: 3000, Duration: 60 * time.Second,
+		Rate: 3000, Duration: 60 * time.Second, BuyerRate: 4,
 		Timeout: 30 * time.Second, MaxWorkers: 2000, Grace: 60 * time.Second,
 	}
 }
@@ -62,6 +70,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StockURL, "stock-url", c.StockURL, "stock service base URL")
 	fs.IntVar(&c.Rate, "rate", c.Rate, "POST /v1/orders per second")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long to send orders")
+	fs.Float64Var(&c.BuyerRate, "buyer-rate", c.BuyerRate, "orders per second per buyer (below the order service's ORDER_RATE_PER_BUYER)")
 	fs.StringVar(&c.SKU, "sku", c.SKU, "hot SKU, created or restocked (default LOAD-<random>)")
 	fs.Int64Var(&c.Units, "units", c.Units, "units available on the SKU before the attack (0: rate × duration)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "per-request timeout")
@@ -75,16 +84,20 @@ func (c Config) Validate() error {
 	switch {
 	case c.OrderURL == "" || c.StockURL == "":
 		return errors.New("order and stock URLs are required")
-	case c.Rate < 1 || c.Duration < time.Second:
-		return errors.New("rate must be >= 1 and duration >= 1s")
+	case c.Rate < 1 || c.Duration < time.Second || c.BuyerRate <= 0:
+		return errors.New("rate must be >= 1, duration >= 1s and buyer-rate > 0")
 	case c.Units < 0 || c.Timeout <= 0 || c.Grace < 0 || c.MaxWorkers < 1:
 		return errors.New("units and grace must be >= 0, timeout and max-workers > 0")
 	}
 	return nil
 }
 
-// paymentTimeout outlives any run, so no lock is released while the test counts them.
-const paymentTimeout = "30m"
+// The SKU's terms: a payment window that outlives any run, so no lock is released while the
+// test counts them.
+const (
+	unitPrice     = 100
+	paymentWindow = 30 * time.Minute
+)
 
 // Run sends the orders, waits up to Grace for them to leave pending, and measures. Progress
 // goes to progress (nil: none). The report is returned whenever the attack ran; its Checks
@@ -107,7 +120,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := ensureStock(ctx, c, cfg, runID); err != nil {
 		return nil, err
 	}
-	r := &Report{Config: cfg, Buyer: "load-" + runID, Codes: map[int]int{}, ByStatus: map[string]int{}}
+	r := &Report{Config: cfg, Codes: map[int]int{}, ByStatus: map[string]int{}}
+	for i := range int(math.Ceil(float64(cfg.Rate) / cfg.BuyerRate)) {
+		r.Buyers = append(r.Buyers, fmt.Sprintf("load-%s-%d", runID, i))
+	}
 	var err error
 	if r.Before, err = c.SKU(ctx, cfg.SKU); err != nil {
 		return nil, err
@@ -135,9 +151,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	return r, nil
 }
 
-// ensureStock creates the SKU with Units, or tops an existing one up to Units available
-// through a purchase and its receipt.
+// ensureStock prices the SKU on the order service and creates it with Units, or tops an
+// existing one up to Units available through a purchase and its receipt.
 func ensureStock(ctx context.Context, c *flashsale.Client, cfg Config, runID string) error {
+	if err := c.SetPrice(ctx, cfg.SKU, unitPrice, "CNY", paymentWindow); err != nil {
+		return err
+	}
 	err := c.CreateSKU(ctx, cfg.SKU, cfg.Units)
 	var ae *flashsale.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
@@ -160,24 +179,27 @@ func ensureStock(ctx context.Context, c *flashsale.Client, cfg Config, runID str
 
 // attack runs vegeta and returns the accepted orders' ids with the time each POST was sent.
 func attack(ctx context.Context, cfg Config, r *Report, runID string, progress io.Writer) map[string]time.Time {
-	body, _ := json.Marshal(map[string]any{
-		"buyer_id": r.Buyer, "currency": "CNY", "payment_timeout": paymentTimeout,
-		"items": []map[string]any{{"sku": cfg.SKU, "qty": 1, "unit_price": 100}},
-	})
-	bearer := ""
-	if cfg.Signer != nil {
-		tok, err := cfg.Signer.Mint(r.Buyer, []auth.Role{auth.Buyer}, r.Buyer, cfg.Duration+time.Hour)
-		if err != nil {
-			panic(err) // a loaded signer always signs
+	bodies, bearers := make([][]byte, len(r.Buyers)), make([]string, len(r.Buyers))
+	for i, buyer := range r.Buyers {
+		bodies[i], _ = json.Marshal(map[string]any{
+			"buyer_id": buyer, "currency": "CNY", "items": []map[string]any{{"sku": cfg.SKU, "qty": 1, "unit_price": unitPrice}},
+		})
+		if cfg.Signer != nil {
+			tok, err := cfg.Signer.Mint(buyer, []auth.Role{auth.Buyer}, buyer, cfg.Duration+time.Hour)
+			if err != nil {
+				panic(err) // a loaded signer always signs
+			}
+			bearers[i] = "Bearer " + tok
 		}
-		bearer = "Bearer " + tok
 	}
 	var seq atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
-		t.Method, t.URL, t.Body = http.MethodPost, cfg.OrderURL+"/v1/orders", body
-		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("%s-%d", runID, seq.Add(1))}}
-		if bearer != "" {
-			t.Header.Set("Authorization", bearer)
+		n := seq.Add(1)
+		i := n % uint64(len(r.Buyers))
+		t.Method, t.URL, t.Body = http.MethodPost, cfg.OrderURL+"/v1/orders", bodies[i]
+		t.Header = http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("%s-%d", runID, n)}}
+		if bearers[i] != "" {
+			t.Header.Set("Authorization", bearers[i])
 		}
 		return nil
 	}
@@ -223,7 +245,7 @@ func attack(ctx context.Context, cfg Config, r *Report, runID string, progress i
 type listedOrder = flashsale.OrderView
 
 // settle waits until the stock service has locked every accepted order or Grace passes, then
-// lists the buyer's orders until none is pending or Grace has passed.
+// lists the buyers' orders until none is pending or Grace has passed.
 func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, accepted int) ([]listedOrder, error) {
 	deadline := time.Now().Add(cfg.Grace)
 	for time.Now().Before(deadline) {
@@ -239,7 +261,7 @@ func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, acc
 		}
 	}
 	for {
-		orders, err := list(ctx, c, cfg.OrderURL, r.Buyer)
+		orders, err := listAll(ctx, c, cfg.OrderURL, r.Buyers)
 		if err != nil {
 			return nil, err
 		}
@@ -254,6 +276,22 @@ func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, acc
 			return orders, ctx.Err()
 		}
 	}
+}
+
+// listAll lists the orders of every buyer, eight buyers at a time.
+func listAll(ctx context.Context, c *flashsale.Client, orderURL string, buyers []string) ([]listedOrder, error) {
+	lists, errs := make([][]listedOrder, len(buyers)), make([]error, len(buyers))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, buyer := range buyers {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lists[i], errs[i] = list(ctx, c, orderURL, buyer)
+		})
+	}
+	wg.Wait()
+	return slices.Concat(lists...), errors.Join(errs...)
 }
 
 // list pages through all of a buyer's orders.

@@ -15,7 +15,7 @@ import (
 // Report is what one run measured.
 type Report struct {
 	Config Config
-	Buyer  string // buyer_id of every order of the run
+	Buyers []string // the buyer_ids of the run's orders, which go to them in turn
 
 	Sent     int           // requests vegeta sent
 	SentRate float64       // their rate per second

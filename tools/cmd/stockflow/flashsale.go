@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,7 +89,7 @@ func demo(ctx context.Context, o launcher.Options, args []string, getenv func(st
 	if err != nil {
 		return err
 	}
-	if err := ensureDemoSKU(ctx, cfg.StockURL, ops); err != nil {
+	if err := ensureDemoSKU(ctx, cfg.StockURL, cfg.OrderURL, ops); err != nil {
 		return err
 	}
 	fmt.Fprint(stdout, tryByHand(sys.URLs, cfg.SandboxSecret, ops, buyer))
@@ -102,8 +103,8 @@ func tryByHand(urls map[string]string, secret, ops, buyer string) string {
 	fmt.Fprintf(&b, "\nTry it by hand (%s has 100 units). Every call but the signed callback needs a bearer token;\n", demoSKU)
 	fmt.Fprintf(&b, "these two last 12 h (go run ./tools/cmd/stockflow token -role operator -sub alice mints others):\n\n")
 	fmt.Fprintf(&b, "  BUYER='%s'\n  OPS='%s'\n\n", buyer, ops)
-	fmt.Fprintf(&b, "  # 1. place an order (2 x 49.00 CNY) as buyer \"you\"; the order id goes into $ORDER\n")
-	fmt.Fprintf(&b, "  ORDER=$(curl -s -XPOST %s/v1/orders -H \"Authorization: Bearer $BUYER\" -H \"Idempotency-Key: demo-$(date +%%s%%N)\" -d '{\"buyer_id\":\"you\",\"items\":[{\"sku\":\"%s\",\"qty\":2,\"unit_price\":4900}],\"currency\":\"CNY\",\"payment_timeout\":\"10m\"}' | sed -E 's/.*\"order_id\":\"([^\"]+)\".*/\\1/'); echo $ORDER\n\n",
+	fmt.Fprintf(&b, "  # 1. place an order as buyer \"you\": 2 x 49.00 CNY, the order service's price; the order id goes into $ORDER\n")
+	fmt.Fprintf(&b, "  ORDER=$(curl -s -XPOST %s/v1/orders -H \"Authorization: Bearer $BUYER\" -H \"Idempotency-Key: demo-$(date +%%s%%N)\" -d '{\"buyer_id\":\"you\",\"items\":[{\"sku\":\"%s\",\"qty\":2}]}' | sed -E 's/.*\"order_id\":\"([^\"]+)\".*/\\1/'); echo $ORDER\n\n",
 		urls["order"], demoSKU)
 	fmt.Fprintf(&b, "  # 2. pay it: the sandbox provider signs the raw body with HMAC-SHA256 (openssl computes the signature)\n")
 	fmt.Fprintf(&b, "  BODY='{\"provider_txn_id\":\"txn-'$ORDER'\",\"order_id\":\"'$ORDER'\",\"amount\":9800,\"currency\":\"CNY\",\"status\":\"succeeded\"}'; curl -s -XPOST %s/v1/callbacks/sandbox -H \"X-Sandbox-Signature: $(printf %%s \"$BODY\" | openssl dgst -sha256 -hmac '%s' | sed 's/^.* //')\" -d \"$BODY\"\n\n",
@@ -114,10 +115,20 @@ func tryByHand(urls map[string]string, secret, ops, buyer string) string {
 	return b.String()
 }
 
-// ensureDemoSKU creates the by-hand SKU; one left by an earlier demo is fine.
-func ensureDemoSKU(ctx context.Context, stockURL, ops string) error {
-	body := strings.NewReader(`{"sku":"` + demoSKU + `","on_hand":100}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, stockURL+"/v1/skus", body)
+// ensureDemoSKU creates the by-hand SKU in stock (one left by an earlier demo is fine) and
+// puts it on sale at 49.00 CNY on the order service, as operator ops.
+func ensureDemoSKU(ctx context.Context, stockURL, orderURL, ops string) error {
+	if err := opsCall(ctx, "create "+demoSKU, http.MethodPost, stockURL+"/v1/skus", `{"sku":"`+demoSKU+`","on_hand":100}`, ops,
+		http.StatusCreated, http.StatusConflict); err != nil {
+		return err
+	}
+	return opsCall(ctx, "price "+demoSKU, http.MethodPut, orderURL+"/v1/prices/"+demoSKU, `{"unit_price":4900,"currency":"CNY"}`, ops,
+		http.StatusOK)
+}
+
+// opsCall sends body as operator ops and wants one of the statuses ok.
+func opsCall(ctx context.Context, op, method, url, body, ops string, ok ...int) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -125,12 +136,12 @@ func ensureDemoSKU(ctx context.Context, stockURL, ops string) error {
 	req.Header.Set("Authorization", "Bearer "+ops)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", demoSKU, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+	if !slices.Contains(ok, resp.StatusCode) {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("create %s: HTTP %d %s", demoSKU, resp.StatusCode, raw)
+		return fmt.Errorf("%s: HTTP %d %s", op, resp.StatusCode, raw)
 	}
 	return nil
 }

@@ -71,7 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"),
 		PGPort: 15432 + offset, NATSPort: 14222 + offset, Ports: ports,
-		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret")},
+		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
+			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
 	}
 	switch args[0] {

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/natsx/natstest"
@@ -30,9 +32,15 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func getJSON(t *testing.T, url string) (int, map[string]any) {
+// getJSON GETs url, with the Authorization header bearer when it is not empty.
+func getJSON(t *testing.T, url string, bearer ...string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for _, b := range bearer {
+		req.Header.Set("Authorization", b)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil
 	}
@@ -49,7 +57,9 @@ func TestServeEndToEnd(t *testing.T) {
 	natsURL := natstest.Start(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
-	environ := []string{"DATABASE_URL=" + dbURL, "NATS_URL=" + natsURL, "HTTP_ADDR=" + addr}
+	kit := authtest.New(t)
+	environ := []string{"DATABASE_URL=" + dbURL, "NATS_URL=" + natsURL, "HTTP_ADDR=" + addr,
+		"AUTH_JWKS=" + kit.JWKSFile, "AUTH_ISSUER=" + authtest.Issuer, "AUTH_AUDIENCE=" + authtest.Audience}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -65,11 +75,21 @@ func TestServeEndToEnd(t *testing.T) {
 		return code == http.StatusOK
 	}, 20*time.Second, 20*time.Millisecond, "never ready")
 
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/orders",
+	req, err := http.NewRequest(http.MethodPut, base+"/v1/prices/CUP-1", strings.NewReader(`{"unit_price":4900,"currency":"CNY"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", kit.Bearer("ops", auth.Operator))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "CUP-1 on sale")
+
+	buyer := kit.Bearer("u1", auth.Buyer)
+	req, err = http.NewRequest(http.MethodPost, base+"/v1/orders",
 		strings.NewReader(`{"buyer_id":"u1","items":[{"sku":"CUP-1","qty":2,"unit_price":4900}],"currency":"CNY","payment_timeout":"10m"}`))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "k1")
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Authorization", buyer)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	var placed map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&placed))
@@ -103,7 +123,7 @@ func TestServeEndToEnd(t *testing.T) {
 	_, err = js.Publish(ctx, m.Subject, m.Data, jetstream.WithMsgID(m.ID))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		_, body := getJSON(t, base+"/v1/orders/"+id)
+		_, body := getJSON(t, base+"/v1/orders/"+id, buyer)
 		return body["status"] == "awaiting_payment"
 	}, 10*time.Second, 20*time.Millisecond, "order never followed stock.locked")
 
@@ -117,7 +137,7 @@ func TestServeEndToEnd(t *testing.T) {
 }
 
 func TestRunRefusesBadConfigAndCommands(t *testing.T) {
-	assert.ErrorContains(t, run(context.Background(), nil, []string{"PAYMENT_TIMEOUT=0s"}, io.Discard), "PAYMENT_TIMEOUT")
+	assert.ErrorContains(t, run(context.Background(), nil, []string{"ORDER_PAYMENT_WINDOW=0s"}, io.Discard), "ORDER_PAYMENT_WINDOW")
 	_, dbURL := pgtest.New(t)
 	assert.ErrorContains(t, run(context.Background(), []string{"dance"}, []string{"DATABASE_URL=" + dbURL}, io.Discard), "unknown command")
 }

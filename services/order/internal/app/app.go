@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/services/order/internal/catalog"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
@@ -51,13 +52,39 @@ type Repository interface {
 	ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*order.Order, error)
 }
 
+// PriceList stores the sales terms of SKUs (the price catalogue).
+type PriceList interface {
+	// PutPrice stores p, replacing the SKU's earlier terms.
+	PutPrice(ctx context.Context, p catalog.Price) error
+	// Prices returns the terms of those of skus that have a price, keyed by SKU.
+	Prices(ctx context.Context, skus []string) (map[string]catalog.Price, error)
+}
+
+// Policy is the service's sales policy, from its configuration.
+type Policy struct {
+	// PaymentWindow is an order's payment window when none of its SKUs has one of its own.
+	PaymentWindow time.Duration
+	// MinPaymentWindow is the shortest window a price or a request may set (at least
+	// order.MinPaymentTimeout).
+	MinPaymentWindow time.Duration
+	// PriceCacheTTL is how long a price read from the list is used before it is read again;
+	// 0: read for every order. Setting a price forgets it at once on this replica only.
+	PriceCacheTTL time.Duration
+	// PerBuyer and PerSKU bound how fast orders are placed, per buyer and per SKU, on this
+	// replica; a zero Rate is no limit.
+	PerBuyer, PerSKU RateLimit
+}
+
 // Service runs the order use cases.
 type Service struct {
-	repo           Repository
-	log            *slog.Logger
-	paymentTimeout time.Duration
-	now            func() time.Time
-	newID          func() string
+	repo     Repository
+	prices   *priceCache
+	log      *slog.Logger
+	policy   Policy
+	perBuyer *limiter // nil: no limit
+	perSKU   *limiter
+	now      func() time.Time
+	newID    func() string
 }
 
 // Option changes a Service built by New; tests use them to fix the clock or the ids.
@@ -66,13 +93,13 @@ type Option func(*Service)
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// New returns a Service on repo; paymentTimeout is the window of an order whose request
-// names none.
-func New(repo Repository, log *slog.Logger, paymentTimeout time.Duration, opts ...Option) *Service {
+// New returns a Service storing orders in repo and pricing them from prices, by policy.
+func New(repo Repository, prices PriceList, log *slog.Logger, policy Policy, opts ...Option) *Service {
+	policy.MinPaymentWindow = max(policy.MinPaymentWindow, order.MinPaymentTimeout)
 	s := &Service{
-		repo:           repo,
-		log:            log,
-		paymentTimeout: paymentTimeout,
+		repo:   repo,
+		log:    log,
+		policy: policy,
 		// PostgreSQL keeps microseconds: truncating here makes what the service returns
 		// equal to what it reads back later.
 		now:   func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
@@ -81,6 +108,8 @@ func New(repo Repository, log *slog.Logger, paymentTimeout time.Duration, opts .
 	for _, o := range opts {
 		o(s)
 	}
+	s.prices = newPriceCache(prices, policy.PriceCacheTTL, s.now)
+	s.perBuyer, s.perSKU = newLimiter("buyer", policy.PerBuyer), newLimiter("sku", policy.PerSKU)
 	return s
 }
 

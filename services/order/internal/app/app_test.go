@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,17 +17,27 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/postgres"
 )
 
-func setup(t *testing.T, paymentTimeout time.Duration) *app.Service {
+func setup(t *testing.T, paymentWindow time.Duration) *app.Service {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	return app.New(postgres.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)), paymentTimeout)
+	return newService(t, pool, paymentWindow)
+}
+
+// newService is a Service on pool with CUP-1 on sale at 100 CNY.
+func newService(t *testing.T, pool *pgxpool.Pool, paymentWindow time.Duration) *app.Service {
+	t.Helper()
+	store := postgres.New(pool)
+	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: paymentWindow})
+	_, err := svc.SetPrice(context.Background(), "CUP-1", 100, "CNY", 0, "test")
+	require.NoError(t, err)
+	return svc
 }
 
 func place(t *testing.T, svc *app.Service, key string, timeout time.Duration) (*order.Order, bool) {
 	t.Helper()
 	o, created, err := svc.PlaceOrder(context.Background(), app.PlaceOrderRequest{
 		IdempotencyKey: key, BuyerID: "u1", Currency: "CNY", PaymentTimeout: timeout,
-		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: 100}},
+		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: new(int64(100))}},
 	})
 	require.NoError(t, err)
 	return o, created
@@ -69,11 +80,10 @@ func TestFollowReportsWhatItDid(t *testing.T) {
 
 func TestReplayIgnoresAChangedDefault(t *testing.T) {
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	first, created := place(t, app.New(postgres.New(pool), log, time.Minute), "k", 0)
+	first, created := place(t, newService(t, pool, time.Minute), "k", 0)
 	require.True(t, created)
-	// The service restarted with another PAYMENT_TIMEOUT: the retry is still the same request.
-	again, created := place(t, app.New(postgres.New(pool), log, time.Hour), "k", 0)
+	// The service restarted with another ORDER_PAYMENT_WINDOW: the retry is still the same request.
+	again, created := place(t, newService(t, pool, time.Hour), "k", 0)
 	assert.False(t, created)
 	assert.Equal(t, first.Snapshot(), again.Snapshot())
 }

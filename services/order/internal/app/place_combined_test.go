@@ -24,9 +24,13 @@ import (
 func setupCombined(t *testing.T) (*app.Service, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	repo := app.Combine(postgres.New(pool), combine.Options{MaxBatch: 64})
+	store := postgres.New(pool)
+	repo := app.Combine(store, combine.Options{MaxBatch: 64})
 	t.Cleanup(repo.Close)
-	return app.New(repo, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Minute), pool
+	svc := app.New(repo, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Minute})
+	_, err := svc.SetPrice(context.Background(), "CUP-1", 100, "CNY", 0, "test")
+	require.NoError(t, err)
+	return svc, pool
 }
 
 func scalar(t *testing.T, pool *pgxpool.Pool, sql string) int {
@@ -45,7 +49,7 @@ func TestCombinedPlaceOrdersEachGetTheirOwnOrder(t *testing.T) {
 		wg.Go(func() {
 			o, created, err := svc.PlaceOrder(context.Background(), app.PlaceOrderRequest{
 				IdempotencyKey: fmt.Sprintf("k-%d", i), BuyerID: fmt.Sprintf("u%d", i), Currency: "CNY",
-				Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: int64(i)}},
+				Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1 + int64(i)%3}},
 			})
 			if assert.NoError(t, err) && assert.True(t, created) {
 				ids[i] = o.ID()
@@ -77,7 +81,7 @@ func TestCombinedDuplicatesOfOneKeyMakeOneOrder(t *testing.T) {
 		wg.Go(func() {
 			o, c, err := svc.PlaceOrder(context.Background(), app.PlaceOrderRequest{
 				IdempotencyKey: "same", BuyerID: "u1", Currency: "CNY",
-				Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: 100}},
+				Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}},
 			})
 			if assert.NoError(t, err) {
 				ids[i], created[i] = o.ID(), c
@@ -98,7 +102,7 @@ func TestCombinedDuplicatesOfOneKeyMakeOneOrder(t *testing.T) {
 
 	_, _, err := svc.PlaceOrder(context.Background(), app.PlaceOrderRequest{
 		IdempotencyKey: "same", BuyerID: "u2", Currency: "CNY",
-		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: 100}},
+		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}},
 	})
 	assert.ErrorIs(t, err, app.ErrIdempotencyConflict, "another request under the key")
 }

@@ -6,17 +6,36 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/order/internal/app"
 )
 
 // Config is every setting of the order service.
 type Config struct {
 	service.Base
-	// PaymentTimeout is an order's payment window when the request names none (1s..24h).
-	PaymentTimeout time.Duration `env:"PAYMENT_TIMEOUT" envDefault:"30m"`
+	// PaymentWindow is an order's payment window when none of its SKUs' prices sets one of
+	// its own (ORDER_MIN_PAYMENT_WINDOW..24h). A request may only shorten it.
+	PaymentWindow time.Duration `env:"ORDER_PAYMENT_WINDOW" envDefault:"30m"`
+	// MinPaymentWindow is the shortest payment window a SKU's price or a request may set
+	// (1s..24h): a buyer cannot make an order that is closed before anyone could pay it. Local
+	// runs and tests lower it (the demo's sale uses 15 s windows, e2e tests 1-2 s).
+	MinPaymentWindow time.Duration `env:"ORDER_MIN_PAYMENT_WINDOW" envDefault:"1m"`
+	// PriceCacheTTL is how long a replica uses a price it read before reading it again
+	// (0..1m; 0: read for every order). PUT /v1/prices forgets it at once on its own replica,
+	// so another replica may price by the old terms for up to this long.
+	PriceCacheTTL time.Duration `env:"ORDER_PRICE_CACHE_TTL" envDefault:"2s"`
+	// RatePerBuyer is how many orders per second one buyer may place on this replica, in
+	// bursts of up to RatePerBuyerBurst (at least 1); 0: unlimited.
+	RatePerBuyer      float64 `env:"ORDER_RATE_PER_BUYER" envDefault:"5"`
+	RatePerBuyerBurst int     `env:"ORDER_RATE_PER_BUYER_BURST" envDefault:"10"`
+	// RatePerSKU is how many orders per second one SKU takes on this replica, in bursts of up
+	// to RatePerSKUBurst (0: the rate, rounded up); 0: unlimited. A flash sale sets it.
+	RatePerSKU      float64 `env:"ORDER_RATE_PER_SKU" envDefault:"0"`
+	RatePerSKUBurst int     `env:"ORDER_RATE_PER_SKU_BURST" envDefault:"0"`
 	// StockURL is the stock service's HTTP API, which the stuck-order job asks what became
 	// of an order's locks.
 	StockURL string `env:"ORDER_STOCK_URL" envDefault:"http://127.0.0.1:8082"`
@@ -52,8 +71,17 @@ func (c Config) Validate() error {
 	if err := c.Base.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.PaymentTimeout < time.Second || c.PaymentTimeout > 24*time.Hour {
-		errs = append(errs, fmt.Errorf("PAYMENT_TIMEOUT %s must be between 1s and 24h", c.PaymentTimeout))
+	if c.MinPaymentWindow < time.Second || c.MinPaymentWindow > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("ORDER_MIN_PAYMENT_WINDOW %s must be between 1s and 24h", c.MinPaymentWindow))
+	}
+	if c.PaymentWindow < c.MinPaymentWindow || c.PaymentWindow > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("ORDER_PAYMENT_WINDOW %s must be between ORDER_MIN_PAYMENT_WINDOW (%s) and 24h", c.PaymentWindow, c.MinPaymentWindow))
+	}
+	if c.PriceCacheTTL < 0 || c.PriceCacheTTL > time.Minute {
+		errs = append(errs, errors.New("ORDER_PRICE_CACHE_TTL must be between 0 and 1m"))
+	}
+	if c.RatePerBuyer < 0 || c.RatePerBuyerBurst < 0 || c.RatePerSKU < 0 || c.RatePerSKUBurst < 0 {
+		errs = append(errs, errors.New("ORDER_RATE_PER_BUYER, ORDER_RATE_PER_SKU and their _BURST must not be negative"))
 	}
 	if u, err := url.Parse(c.StockURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("ORDER_STOCK_URL %q must be an http(s) URL", c.StockURL))
@@ -71,4 +99,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("invalid config: %w", err)
 	}
 	return nil
+}
+
+// Policy is the sales policy the settings describe.
+func (c Config) Policy() app.Policy {
+	skuBurst := c.RatePerSKUBurst
+	if skuBurst == 0 {
+		skuBurst = int(math.Ceil(c.RatePerSKU))
+	}
+	return app.Policy{
+		PaymentWindow: c.PaymentWindow, MinPaymentWindow: c.MinPaymentWindow, PriceCacheTTL: c.PriceCacheTTL,
+		PerBuyer: app.RateLimit{Rate: c.RatePerBuyer, Burst: c.RatePerBuyerBurst},
+		PerSKU:   app.RateLimit{Rate: c.RatePerSKU, Burst: skuBurst},
+	}
 }

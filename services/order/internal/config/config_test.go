@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/config"
 )
 
@@ -19,18 +20,29 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, "postgres://postgres@127.0.0.1:5432/stockflow_order", cfg.DatabaseURL)
 	assert.Equal(t, "nats://127.0.0.1:14222", cfg.NATSURL)
 	assert.True(t, cfg.AutoMigrate)
-	assert.Equal(t, 30*time.Minute, cfg.PaymentTimeout)
+	assert.Equal(t, 30*time.Minute, cfg.PaymentWindow)
+	assert.Equal(t, time.Minute, cfg.MinPaymentWindow)
 	assert.Equal(t, 128, cfg.CombineMaxBatch)
+	assert.Equal(t, app.Policy{
+		PaymentWindow: 30 * time.Minute, MinPaymentWindow: time.Minute, PriceCacheTTL: 2 * time.Second,
+		PerBuyer: app.RateLimit{Rate: 5, Burst: 10},
+	}, cfg.Policy(), "5 orders/s per buyer in bursts of 10; no limit per SKU")
 }
 
 func TestLoadOverridesAndValidates(t *testing.T) {
-	cfg, err := config.Load([]string{"PAYMENT_TIMEOUT=10m", "AUTO_MIGRATE=false", "HTTP_ADDR=:9000"})
+	cfg, err := config.Load([]string{"ORDER_PAYMENT_WINDOW=10m", "ORDER_MIN_PAYMENT_WINDOW=1s", "AUTO_MIGRATE=false", "HTTP_ADDR=:9000",
+		"ORDER_RATE_PER_SKU=2.5"})
 	require.NoError(t, err)
-	assert.Equal(t, 10*time.Minute, cfg.PaymentTimeout)
+	assert.Equal(t, 10*time.Minute, cfg.PaymentWindow)
+	assert.Equal(t, time.Second, cfg.MinPaymentWindow)
 	assert.False(t, cfg.AutoMigrate)
 	assert.Equal(t, ":9000", cfg.HTTPAddr)
+	assert.Equal(t, app.RateLimit{Rate: 2.5, Burst: 3}, cfg.Policy().PerSKU, "the burst defaults to the rate, rounded up")
 
-	for _, bad := range []string{"PAYMENT_TIMEOUT=0s", "PAYMENT_TIMEOUT=25h", "PAYMENT_TIMEOUT=soon", "DATABASE_URL=mysql://x",
+	for _, bad := range []string{"ORDER_PAYMENT_WINDOW=0s", "ORDER_PAYMENT_WINDOW=25h", "ORDER_PAYMENT_WINDOW=soon",
+		"ORDER_PAYMENT_WINDOW=30s", // below ORDER_MIN_PAYMENT_WINDOW's 1m
+		"ORDER_MIN_PAYMENT_WINDOW=500ms", "ORDER_PRICE_CACHE_TTL=-1s", "ORDER_PRICE_CACHE_TTL=2m",
+		"ORDER_RATE_PER_BUYER=-1", "ORDER_RATE_PER_SKU_BURST=-1", "DATABASE_URL=mysql://x",
 		"ORDER_COMBINE_MAX_BATCH=0", "ORDER_COMBINE_MAX_BATCH=1001"} {
 		_, err := config.Load([]string{bad})
 		assert.Error(t, err, bad)
@@ -42,5 +54,5 @@ func TestStartupLogMasksPassword(t *testing.T) {
 	require.NoError(t, err)
 	out := fmt.Sprint(service.LogAttrs(cfg))
 	assert.NotContains(t, out, "s3cret")
-	assert.Contains(t, out, "PAYMENT_TIMEOUT")
+	assert.Contains(t, out, "ORDER_PAYMENT_WINDOW")
 }

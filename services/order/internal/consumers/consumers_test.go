@@ -36,7 +36,10 @@ func setup(t *testing.T) *env {
 	ctx := context.Background()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(postgres.New(pool), log, 30*time.Minute)
+	store := postgres.New(pool)
+	svc := app.New(store, store, log, app.Policy{PaymentWindow: 30 * time.Minute})
+	_, err := svc.SetPrice(ctx, "CUP-1", 4900, "CNY", 0, "test")
+	require.NoError(t, err)
 
 	nc, err := nats.Connect(natstest.Start(t))
 	require.NoError(t, err)
@@ -56,7 +59,7 @@ func (e *env) placeOrder(t *testing.T) string {
 	t.Helper()
 	o, _, err := e.svc.PlaceOrder(context.Background(), app.PlaceOrderRequest{
 		IdempotencyKey: t.Name(), BuyerID: "u1", Currency: "CNY",
-		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 2, UnitPrice: 4900}},
+		Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 2}},
 	})
 	require.NoError(t, err)
 	return o.ID()

@@ -15,6 +15,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/order/internal/app"
+	"github.com/stockflow/stockflow/services/order/internal/catalog"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
@@ -27,16 +28,20 @@ import (
 //	POST /v1/orders/{id}/cancel  ask to cancel an unpaid order → 202 (200 once cancelled)
 //	POST /v1/orders/{id}/refund  refund a paid or shipped order → 200
 //	POST /v1/orders/{id}/ship    ship a paid order → 200
+//	PUT  /v1/prices/{sku}        set a SKU's sales terms → 200
+//	GET  /v1/prices/{sku}        a SKU's sales terms → 200; 404 price_not_found: not for sale
 //	GET  /healthz, GET /readyz   liveness; readiness is ready() == nil
 //
-// Cancel and refund take an optional body {"reason": "…"}.
+// Cancel and refund take an optional body {"reason": "…"}. A rate-limited POST /v1/orders is
+// 429 rate_limited with a Retry-After header.
 //
 // Who (pkg/auth): a buyer places, reads, lists and cancels their own orders only (the buyer id
 // is the token's; another buyer's order is 403); viewers, staff and services read any order;
-// operators and admins cancel, refund and ship any order.
+// operators and admins cancel, refund and ship any order, and set prices; anyone with a token
+// reads a price.
 func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
-	opts := httpx.ServerOptions(log, mapError)
+	opts := append(httpx.ServerOptions(log, mapError), kithttp.ServerErrorEncoder(encodeError(log)))
 	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
 		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, encode, opts...), roles...))
 	}
@@ -51,6 +56,8 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	route("POST /v1/orders/{id}/cancel", cancel, cancelOrder(svc), decodeOrderAction)
 	route("POST /v1/orders/{id}/refund", ops, refundOrder(svc), decodeOrderAction)
 	route("POST /v1/orders/{id}/ship", ops, shipOrder(svc), decodeOrderAction)
+	route("PUT /v1/prices/{sku}", ops, putPrice(svc), decodePutPrice)
+	route("GET /v1/prices/{sku}", auth.Roles, getPrice(svc), decodeSKU)
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
@@ -154,8 +161,7 @@ func decodePlaceOrder(ctx context.Context, r *http.Request) (any, error) {
 	if body.PaymentTimeout != nil {
 		d, err := time.ParseDuration(*body.PaymentTimeout)
 		if err != nil || d <= 0 {
-			return nil, invalid("invalid_payment_timeout", "payment_timeout %q is not a Go duration between %s and %s (\"30m\")",
-				*body.PaymentTimeout, order.MinPaymentTimeout, order.MaxPaymentTimeout)
+			return nil, invalid("invalid_payment_timeout", "payment_timeout %q is not a positive Go duration (\"10m\")", *body.PaymentTimeout)
 		}
 		req.PaymentTimeout = d
 	}
@@ -338,5 +344,81 @@ func shipOrder(svc *app.Service) endpoint.Endpoint {
 			return nil, err
 		}
 		return viewOrder(o), nil
+	}
+}
+
+// --- prices ---
+
+// actor is who makes an operator's request: the token's subject.
+func actor(r *http.Request) string { return auth.Actor(r.Context()) }
+
+type priceView struct {
+	SKU           string    `json:"sku"`
+	UnitPrice     int64     `json:"unit_price"`
+	Currency      string    `json:"currency"`
+	PaymentWindow string    `json:"payment_window,omitempty"` // none: the service's default
+	UpdatedAt     time.Time `json:"updated_at"`
+	UpdatedBy     string    `json:"updated_by"`
+}
+
+func viewPrice(p catalog.Price) priceView {
+	v := priceView{SKU: p.SKU(), UnitPrice: p.UnitPrice().Int64(), Currency: p.Currency(),
+		UpdatedAt: p.UpdatedAt(), UpdatedBy: p.UpdatedBy()}
+	if w := p.PaymentWindow(); w != 0 {
+		v.PaymentWindow = w.String()
+	}
+	return v
+}
+
+type priceBody struct {
+	UnitPrice     int64   `json:"unit_price"`
+	Currency      string  `json:"currency"`
+	PaymentWindow *string `json:"payment_window"`
+}
+
+type putPriceRequest struct {
+	sku       string
+	body      priceBody
+	window    time.Duration
+	updatedBy string
+}
+
+func decodeSKU(_ context.Context, r *http.Request) (any, error) {
+	return r.PathValue("sku"), nil
+}
+
+func decodePutPrice(_ context.Context, r *http.Request) (any, error) {
+	req := putPriceRequest{sku: r.PathValue("sku"), updatedBy: actor(r)}
+	if err := httpx.DecodeJSON(r, &req.body); err != nil {
+		return nil, err
+	}
+	if w := req.body.PaymentWindow; w != nil {
+		d, err := time.ParseDuration(*w)
+		if err != nil || d <= 0 {
+			return nil, invalid("invalid_payment_window", "payment_window %q is not a positive Go duration (\"10m\")", *w)
+		}
+		req.window = d
+	}
+	return req, nil
+}
+
+func putPrice(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(putPriceRequest)
+		p, err := svc.SetPrice(ctx, req.sku, req.body.UnitPrice, req.body.Currency, req.window, req.updatedBy)
+		if err != nil {
+			return nil, err
+		}
+		return viewPrice(p), nil
+	}
+}
+
+func getPrice(svc *app.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		p, err := svc.Price(ctx, request.(string))
+		if err != nil {
+			return nil, err
+		}
+		return viewPrice(p), nil
 	}
 }

@@ -37,15 +37,31 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, app.Policy{PaymentWindow: 30 * time.Minute})
+}
+
+// setupWith is the API under policy, its clock stopped at e.now, with CUP-1 on sale at
+// 4900 CNY and MUG-2 at 100 CNY.
+func setupWith(t *testing.T, policy app.Policy) *env {
+	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
 	store := postgres.New(pool)
 	e := &env{pool: pool, store: store, now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(store, log, 30*time.Minute, app.WithClock(func() time.Time { return e.now }))
+	svc := app.New(store, store, log, policy, app.WithClock(func() time.Time { return e.now }))
 	e.kit = authtest.New(t)
 	e.srv = httptest.NewServer(httpapi.Handler(svc, log, pool.Ping, e.kit.Verifier))
 	t.Cleanup(e.srv.Close)
+	e.putPrice(t, "CUP-1", `{"unit_price": 4900, "currency": "CNY"}`)
+	e.putPrice(t, "MUG-2", `{"unit_price": 100, "currency": "CNY"}`)
 	return e
+}
+
+// putPrice sets sku's terms as an operator.
+func (e *env) putPrice(t *testing.T, sku, body string) {
+	t.Helper()
+	resp := e.do(t, http.MethodPut, "/v1/prices/"+sku, nil, body)
+	require.Equal(t, http.StatusOK, resp.status, "%v", resp.body)
 }
 
 type response struct {
@@ -165,7 +181,7 @@ func TestPlaceOrder(t *testing.T) {
 
 func TestPlaceOrderDefaultsThePaymentTimeout(t *testing.T) {
 	e := setup(t)
-	resp := e.place(t, "key-1", `{"buyer_id": "u1", "items": [{"sku": "CUP-1", "qty": 1, "unit_price": 1}], "currency": "USD"}`)
+	resp := e.place(t, "key-1", `{"buyer_id": "u1", "items": [{"sku": "CUP-1", "qty": 1}]}`)
 	require.Equal(t, http.StatusCreated, resp.status, "%v", resp.body)
 	assert.Equal(t, "30m0s", resp.body["payment_timeout"])
 	assert.Equal(t, "2026-12-02T10:30:00Z", resp.body["expires_at"])
@@ -213,16 +229,20 @@ func TestPlaceOrderRefusesBadRequestsAndWritesNothing(t *testing.T) {
 		{"qty over 10000", "k", body(`{"sku": "A", "qty": 10001, "unit_price": 1}`), 422, "invalid_qty"},
 		{"negative price", "k", body(`{"sku": "A", "qty": 1, "unit_price": -1}`), 422, "invalid_unit_price"},
 		{"duplicate sku", "k", body(`{"sku": "A", "qty": 1, "unit_price": 1}, {"sku": "A", "qty": 2, "unit_price": 1}`), 422, "duplicate_sku"},
-		{"total overflows", "k", body(fmt.Sprintf(`{"sku": "A", "qty": 2, "unit_price": %d}`, int64(math.MaxInt64/2+1))), 422, "total_overflow"},
+		{"total overflows", "k", body(`{"sku": "BIG", "qty": 2}`), 422, "total_overflow"},
 		{"lower-case currency", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "cny"}`, 422, "invalid_currency"},
-		{"missing currency", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}]}`, 422, "invalid_currency"},
+		{"a SKU with no price", "k", body(`{"sku": "A", "qty": 1}`), 422, "sku_not_for_sale"},
+		{"a quoted price that is not the list's", "k", body(`{"sku": "CUP-1", "qty": 1, "unit_price": 1}`), 409, "price_mismatch"},
+		{"another currency than the SKU's", "k", `{"buyer_id": "u1", "items": [{"sku": "CUP-1", "qty": 1}], "currency": "USD"}`, 422, "currency_mismatch"},
+		{"timeout longer than the window", "k", `{"buyer_id": "u1", "items": [{"sku": "CUP-1", "qty": 1}], "payment_timeout": "31m"}`, 422, "payment_timeout_too_long"},
 		{"timeout not a duration", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": "soon"}`, 422, "invalid_payment_timeout"},
 		{"timeout as a number", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": 30}`, 400, "malformed_json"},
 		{"timeout below 1s", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": "500ms"}`, 422, "invalid_payment_timeout"},
-		{"timeout above 24h", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": "25h"}`, 422, "invalid_payment_timeout"},
+		{"timeout above 24h", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": "25h"}`, 422, "payment_timeout_too_long"},
 		{"negative timeout", "k", `{"buyer_id": "u1", "items": [{"sku": "A", "qty": 1, "unit_price": 1}], "currency": "CNY", "payment_timeout": "-1m"}`, 422, "invalid_payment_timeout"},
 	}
 	e := setup(t)
+	e.putPrice(t, "BIG", fmt.Sprintf(`{"unit_price": %d, "currency": "CNY"}`, int64(math.MaxInt64/2+1)))
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := e.place(t, tc.key, tc.body)

@@ -155,6 +155,10 @@ func New(id, buyerID string, items []Item, currency string, paymentTimeout time.
 	return o, nil
 }
 
+// CheckBuyer returns the error New returns for buyerID (ErrInvalidBuyer, wrapped), or nil:
+// callers that key anything by buyer check it first.
+func CheckBuyer(buyerID string) error { return validBuyer(buyerID) }
+
 func validBuyer(buyerID string) error {
 	if buyerID == "" || len(buyerID) > MaxBuyerIDLen || !utf8.ValidString(buyerID) {
 		return fmt.Errorf("%w: must be 1-%d bytes of UTF-8", ErrInvalidBuyer, MaxBuyerIDLen)

@@ -28,10 +28,13 @@ import (
 func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	svc := app.New(postgres.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second)
+	store := postgres.New(pool)
+	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Second})
+	_, err := svc.SetPrice(ctx, "CUP-1", 100, "CNY", 0, "test")
+	require.NoError(t, err)
 	place := func(key string) string {
 		o, _, err := svc.PlaceOrder(ctx, app.PlaceOrderRequest{IdempotencyKey: key, BuyerID: "u1", Currency: "CNY",
-			PaymentTimeout: time.Second, Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1, UnitPrice: 100}}})
+			PaymentTimeout: time.Second, Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}}})
 		require.NoError(t, err)
 		return o.ID()
 	}

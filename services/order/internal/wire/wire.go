@@ -33,8 +33,8 @@ func Schemas() []postgres.Schema { return orderpg.Schemas() }
 // Build returns the order service on pool, a database with Schemas applied: the HTTP handler
 // (the public order API plus GET /healthz, and GET /readyz answering ready()) and the
 // consumers to run with natsx.Consume. It starts nothing but the goroutines that combine
-// concurrent order creations (cfg.CombineMaxBatch). cfg.PaymentTimeout is the payment window
-// of orders that name none.
+// concurrent order creations (cfg.CombineMaxBatch). Orders are priced from the store's price
+// list, with the payment windows and rate limits of cfg.Policy().
 func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier) (http.Handler, []service.Consumer) {
 	p := build(pool, log, cfg, ready, v, &http.Client{Timeout: 5 * time.Second})
 	return p.Handler, p.Consumers
@@ -47,7 +47,7 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 	if cfg.CombineMaxBatch > 1 {
 		repo = app.Combine(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
 	}
-	svc := app.New(repo, log, cfg.PaymentTimeout)
+	svc := app.New(repo, store, log, cfg.Policy())
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),

@@ -17,7 +17,9 @@ type CallbackResult struct {
 
 // HandleCallback verifies a notification posted by provider and records it: a payment row and
 // payment.succeeded (or payment.failed: declined, or amount or currency not the order's) in
-// one transaction. Errors, nothing stored for any of them:
+// one transaction. A succeeded payment of the wrong amount or currency never pays the order,
+// and the money the provider took for it is refunded at once (the payment ends refunded).
+// Errors, nothing stored for any of them:
 //
 //   - payment.ErrUnknownProvider: no such provider;
 //   - payment.ErrInvalidSignature: not provably from the provider;
@@ -57,6 +59,14 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 		})
 	if err != nil {
 		return CallbackResult{}, fmt.Errorf("callback %s %s for order %s: %w", provider, n.ProviderTxnID, n.OrderID, err)
+	}
+	if stored.CapturedMismatch() {
+		// After the payment committed, so the refund id (from the payment id) is the same on
+		// every try. A failed refund fails the callback: the provider redelivers it, and the
+		// duplicate tries the refund again.
+		if stored, err = s.refundMismatch(ctx, stored.ID()); err != nil {
+			return CallbackResult{}, fmt.Errorf("callback %s %s for order %s: %w", provider, n.ProviderTxnID, n.OrderID, err)
+		}
 	}
 	log := s.log.With("payment_id", stored.ID(), "order_id", stored.OrderID(), "provider", provider, "provider_txn_id", n.ProviderTxnID)
 	switch {

@@ -79,20 +79,7 @@ func (s *Service) refund(ctx context.Context, reason string) func(*payment.Payme
 			log.WarnContext(ctx, "refund of a failed payment ignored: it took no money", "reason", p.FailureReason())
 			return false, nil, nil
 		}
-		rf, err := s.providers.Refunder(p.Provider())
-		if err != nil {
-			return false, nil, err
-		}
-		// One refund per payment, so the refund id derives from the payment id: a retry after
-		// a crash asks the provider for the same refund again, never for a second one.
-		refundID := "refund-" + p.ID()
-		providerRefundID, err := rf.Refund(ctx, payment.RefundRequest{
-			RefundID: refundID, PaymentID: p.ID(), ProviderTxnID: p.ProviderTxnID(), Amount: p.Amount(), Currency: p.Currency(),
-		})
-		if err != nil {
-			return false, nil, fmt.Errorf("provider %s refund: %w", p.Provider(), err)
-		}
-		changed, err := p.MarkRefunded(payment.Refund{ID: refundID, ProviderRefundID: providerRefundID, Reason: reason, At: s.now()})
+		changed, err := s.payBack(ctx, p, reason)
 		if err != nil || !changed {
 			return false, nil, err
 		}
@@ -101,7 +88,52 @@ func (s *Service) refund(ctx context.Context, reason string) func(*payment.Payme
 		if err != nil {
 			return false, nil, err
 		}
-		log.InfoContext(ctx, "payment refunded", "refund_id", refundID, "reason", reason)
+		log.InfoContext(ctx, "payment refunded", "refund_id", p.Refund().ID, "reason", reason)
 		return true, []events.Message{msg}, nil
 	}
+}
+
+// payBack asks p's provider for p's one refund and marks p refunded.
+func (s *Service) payBack(ctx context.Context, p *payment.Payment, reason string) (changed bool, err error) {
+	rf, err := s.providers.Refunder(p.Provider())
+	if err != nil {
+		return false, err
+	}
+	// One refund per payment, so the refund id derives from the payment id: a retry after
+	// a crash asks the provider for the same refund again, never for a second one.
+	refundID := "refund-" + p.ID()
+	providerRefundID, err := rf.Refund(ctx, payment.RefundRequest{
+		RefundID: refundID, PaymentID: p.ID(), ProviderTxnID: p.ProviderTxnID(), Amount: p.Amount(), Currency: p.Currency(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("provider %s refund: %w", p.Provider(), err)
+	}
+	return p.MarkRefunded(payment.Refund{ID: refundID, ProviderRefundID: providerRefundID, Reason: reason, At: s.now()})
+}
+
+// refundMismatch pays back a payment the provider captured for the wrong amount or currency
+// (payment.CapturedMismatch): the money was taken, but the order was never paid by it, and
+// nothing else would ever return it. No payment.refunded is emitted: the order already has
+// this payment's payment.failed, and a payment.refunded would move a closed or refund_pending
+// order to refunded as if its own payment had come back.
+func (s *Service) refundMismatch(ctx context.Context, id string) (*payment.Payment, error) {
+	var out *payment.Payment
+	_, _, err := s.store.UpdatePayments(ctx, nil, Selector{PaymentID: id},
+		func(p *payment.Payment) (bool, []events.Message, error) {
+			out = p
+			if !p.CapturedMismatch() {
+				return false, nil, nil // refunded by an earlier delivery of the notification
+			}
+			reason := p.FailureReason()
+			changed, err := s.payBack(ctx, p, reason)
+			if changed {
+				s.log.WarnContext(ctx, "payment of the wrong amount or currency refunded", "payment_id", p.ID(),
+					"order_id", p.OrderID(), "amount", p.Amount(), "currency", p.Currency(), "reason", reason)
+			}
+			return changed, nil, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("refund mismatched payment %s: %w", id, err)
+	}
+	return out, nil
 }

@@ -102,15 +102,16 @@ func TestRefundRequestedRefundsEverySucceededPaymentOfTheOrder(t *testing.T) {
 	ctx := context.Background()
 	a := e.paid("ord-1", "txn-a", 9800)
 	b := e.paid("ord-1", "txn-b", 9800) // an extra payment of the same order
-	bad := e.paid("ord-1", "txn-c", 1)  // amount mismatch: failed, took nothing to give back
+	bad := e.paid("ord-1", "txn-c", 1)  // amount mismatch: never paid the order, refunded at once
 	other := e.paid("ord-2", "txn-d", 9800)
-	require.Equal(t, payment.Failed, bad.Status())
+	require.Equal(t, payment.Refunded, bad.Status())
 
 	in := app.Inbound{Consumer: "payment-adapter-order-refund-requested", MessageID: "rr-1"}
 	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", "buyer"))
 	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", "buyer")) // redelivery
 	assert.ElementsMatch(t, []string{a.ID(), b.ID()}, e.refunded())
-	assert.Equal(t, payment.Failed, e.status(bad.ID()))
+	assert.Equal(t, payment.Refunded, e.status(bad.ID()))
+	assert.Equal(t, "refund-"+bad.ID(), bad.Refund().ID, "its one refund, not a second one")
 	assert.Equal(t, payment.Succeeded, e.status(other.ID()))
 }
 
@@ -118,10 +119,10 @@ func TestRefundRequestedWithoutSucceededPaymentIsAcknowledgedSilently(t *testing
 	e := setup(t)
 	ctx := context.Background()
 	require.NoError(t, e.svc.RefundOrder(ctx, app.Inbound{Consumer: "c", MessageID: "rr-none"}, "ord-never-paid", ""))
-	bad := e.paid("ord-1", "txn-c", 1)
+	bad := e.paid("ord-1", "txn-c", 1) // refunded when recorded, with no payment.refunded
 	require.NoError(t, e.svc.RefundOrder(ctx, app.Inbound{Consumer: "c", MessageID: "rr-failed"}, "ord-1", ""))
 	assert.Empty(t, e.refunded())
-	assert.Equal(t, payment.Failed, e.status(bad.ID()))
+	assert.Equal(t, payment.Refunded, e.status(bad.ID()))
 }
 
 func TestSellFailedForUnknownPaymentIsPermanent(t *testing.T) {

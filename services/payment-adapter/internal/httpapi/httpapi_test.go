@@ -270,28 +270,43 @@ func TestConcurrentFirstCallbacksMakeOnePayment(t *testing.T) {
 	assert.Equal(t, 1, e.count(`SELECT count(*) FROM outbox`))
 }
 
-func TestMismatchIsRecordedFailedWithPaymentFailed(t *testing.T) {
+// TestMismatchNeverPaysAndIsRefunded (F11): a succeeded payment of the wrong amount or
+// currency — 1 fen for a 4,900-fen order — announces payment.failed, never payment.succeeded,
+// and the money the provider took goes back at once; a redelivery changes nothing more.
+func TestMismatchNeverPaysAndIsRefunded(t *testing.T) {
 	tests := []struct {
 		name     string
 		amount   int64
 		currency string
 		reason   string
 	}{
-		{"amount", 9700, "CNY", payment.ReasonAmountMismatch},
-		{"currency", 9800, "EUR", payment.ReasonCurrencyMismatch},
+		{"one fen for 4900", 1, "CNY", payment.ReasonAmountMismatch},
+		{"more than the total", 4901, "CNY", payment.ReasonAmountMismatch},
+		{"currency", 4900, "EUR", payment.ReasonCurrencyMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t)
-			e.order("ord-1", 9800, "CNY")
-			status, resp := e.pay(notification("txn-1", "ord-1", tc.amount, tc.currency, "succeeded"))
+			e.order("ord-1", 4900, "CNY")
+			body := notification("txn-1", "ord-1", tc.amount, tc.currency, "succeeded")
+			status, resp := e.pay(body)
 			require.Equal(t, http.StatusOK, status, "%v", resp)
-			assert.Equal(t, "failed", resp["status"])
+			assert.Equal(t, "refunded", resp["status"])
 			subjects, data := e.outbox()
-			require.Equal(t, []string{events.SubjectPaymentFailed}, subjects, "never payment.succeeded")
+			require.Equal(t, []string{events.SubjectPaymentFailed}, subjects, "never payment.succeeded, and no payment.refunded for the order")
 			assert.Equal(t, tc.reason, data[0]["reason"])
 			_, got := e.get("/v1/payments/" + resp["payment_id"].(string))
-			assert.Equal(t, tc.reason, got["failure_reason"])
+			assert.Equal(t, "refunded", got["status"])
+			refund, _ := got["refund"].(map[string]any)
+			assert.Equal(t, tc.reason, refund["reason"], "the refund says why")
+			assert.Equal(t, "sandbox-refund-"+resp["payment_id"].(string), refund["provider_refund_id"])
+
+			status, again := e.pay(body)
+			require.Equal(t, http.StatusOK, status, "%v", again)
+			assert.Equal(t, true, again["duplicate"])
+			assert.Equal(t, "refunded", again["status"])
+			subjects, _ = e.outbox()
+			assert.Len(t, subjects, 1, "the redelivery emits nothing")
 		})
 	}
 }
@@ -335,7 +350,7 @@ func TestListPaymentsOfAnOrder(t *testing.T) {
 	ps := resp["payments"].([]any)
 	require.Len(t, ps, 2)
 	assert.Equal(t, "txn-a", ps[0].(map[string]any)["provider_txn_id"])
-	assert.Equal(t, "failed", ps[0].(map[string]any)["status"])
+	assert.Equal(t, "refunded", ps[0].(map[string]any)["status"], "1 fen of 9800: given back")
 	assert.Equal(t, "txn-b", ps[1].(map[string]any)["provider_txn_id"])
 
 	status, resp = e.get("/v1/payments?order_id=none")

@@ -39,7 +39,9 @@ const (
 // Status is the state of a payment: succeeded, failed or refunded. The zero Status is invalid.
 type Status struct{ name string }
 
-// Payment statuses. succeeded → refunded is the only transition; failed is terminal.
+// Payment statuses. succeeded → refunded, and failed → refunded for a payment whose money the
+// provider captured although it did not pay the order (CapturedMismatch), are the only
+// transitions.
 var (
 	Succeeded = Status{"succeeded"}
 	Failed    = Status{"failed"}
@@ -275,18 +277,26 @@ func (p *Payment) Matches(n Notification) bool {
 		p.amount == n.Amount && p.currency == n.Currency && declined == (n.Outcome == OutcomeFailed)
 }
 
-// MarkRefunded records r as the payment's refund: succeeded → refunded, changed=true. A
-// payment already refunded is left as it is (changed=false, nil): refunds are idempotent. A
-// failed payment returns ErrNotRefundable.
+// CapturedMismatch reports whether p failed only because its amount or currency was not the
+// order's: the provider said succeeded and holds the money, but it never paid the order. Such
+// a payment must go back to the buyer.
+func (p *Payment) CapturedMismatch() bool {
+	return p.status == Failed && (p.failureReason == ReasonAmountMismatch || p.failureReason == ReasonCurrencyMismatch)
+}
+
+// MarkRefunded records r as the payment's refund: succeeded → refunded, changed=true; also a
+// CapturedMismatch payment, whose failure reason then is the refund's (r.Reason). A payment
+// already refunded is left as it is (changed=false, nil): refunds are idempotent. Any other
+// failed payment took no money and returns ErrNotRefundable.
 func (p *Payment) MarkRefunded(r Refund) (changed bool, err error) {
-	switch p.status {
-	case Refunded:
+	switch {
+	case p.status == Refunded:
 		return false, nil
-	case Succeeded:
+	case p.status == Succeeded, p.CapturedMismatch():
 		if r.ID == "" || r.At.IsZero() {
 			return false, fmt.Errorf("refund payment %s: refund without id or time", p.id)
 		}
-		p.status, p.refund, p.updatedAt = Refunded, &r, r.At
+		p.status, p.failureReason, p.refund, p.updatedAt = Refunded, "", &r, r.At
 		return true, nil
 	}
 	return false, fmt.Errorf("refund payment %s: %w: it is %s", p.id, ErrNotRefundable, p.status)

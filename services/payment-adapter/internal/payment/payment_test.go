@@ -84,11 +84,27 @@ func TestRefundOnceThenNoChange(t *testing.T) {
 	assert.Equal(t, "refund-pay-1", p.Refund().ID)
 }
 
-func TestFailedPaymentIsNotRefundable(t *testing.T) {
-	p, err := payment.Record("pay-1", note(func(n *payment.Notification) { n.Amount = 1 }), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+func TestDeclinedPaymentIsNotRefundable(t *testing.T) {
+	p, err := payment.Record("pay-1", note(func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed }), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
 	require.NoError(t, err)
+	assert.False(t, p.CapturedMismatch(), "declined: the provider took nothing")
 	_, err = p.MarkRefunded(payment.Refund{ID: "r", At: now})
 	assert.ErrorIs(t, err, payment.ErrNotRefundable)
+}
+
+// TestMismatchedPaymentIsRefundable (F11): the provider captured 1 fen of a 9,800-fen order;
+// it never paid the order, but the money must go back.
+func TestMismatchedPaymentIsRefundable(t *testing.T) {
+	p, err := payment.Record("pay-1", note(func(n *payment.Notification) { n.Amount = 1 }), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	require.Equal(t, payment.Failed, p.Status())
+	assert.True(t, p.CapturedMismatch())
+	changed, err := p.MarkRefunded(payment.Refund{ID: "refund-pay-1", Reason: payment.ReasonAmountMismatch, At: now})
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, payment.Refunded, p.Status())
+	assert.Empty(t, p.FailureReason(), "the reason is the refund's now")
+	assert.False(t, p.CapturedMismatch())
 }
 
 func TestRegistry(t *testing.T) {
