@@ -46,7 +46,9 @@ func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetSt
 		nats.ReconnectBufSize(8 << 20),
 		nats.Timeout(5 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", "err", err)
+			if err != nil { // nil: closed on purpose
+				log.Warn("nats disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())

@@ -119,11 +119,8 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
 		if err != nil {
 			return fmt.Errorf("check stream %s: %w", want.Name, err)
 		}
-		got := s.CachedInfo().Config
-		if !slices.Equal(got.Subjects, want.Subjects) || got.Retention != want.Retention || got.Storage != want.Storage ||
-			got.MaxAge != want.MaxAge || got.MaxMsgsPerSubject != want.MaxMsgsPerSubject ||
-			got.Duplicates != want.Duplicates || got.AllowMsgSchedules != want.AllowMsgSchedules {
-			problems = append(problems, want.Name+" differs from natsx.StreamConfigs")
+		if d := drift(want, s.CachedInfo().Config); len(d) > 0 {
+			problems = append(problems, want.Name+" differs in "+strings.Join(d, ", "))
 		}
 	}
 	if len(problems) > 0 {
@@ -131,6 +128,35 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
 			ErrStreamsNotReady, strings.Join(problems, ", "))
 	}
 	return nil
+}
+
+// drift names the settings of got that differ from want among those stockflow relies on.
+func drift(want, got jetstream.StreamConfig) []string {
+	// The server stores an unlimited per-subject limit, asked for as 0, as -1.
+	perSubject := func(n int64) int64 {
+		if n <= 0 {
+			return -1
+		}
+		return n
+	}
+	var d []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"subjects", slices.Equal(got.Subjects, want.Subjects)},
+		{"retention", got.Retention == want.Retention},
+		{"storage", got.Storage == want.Storage},
+		{"max age", got.MaxAge == want.MaxAge},
+		{"max messages per subject", perSubject(got.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject)},
+		{"duplicate window", got.Duplicates == want.Duplicates},
+		{"message schedules", got.AllowMsgSchedules == want.AllowMsgSchedules},
+	} {
+		if !f.same {
+			d = append(d, f.name)
+		}
+	}
+	return d
 }
 
 // PrepareStreams readies the streams before a service uses them. A server that requires no

@@ -24,8 +24,9 @@ type Base struct {
 	// DatabaseURL is the service's own PostgreSQL database.
 	DatabaseURL string `env:"DATABASE_URL" secret:"true"`
 	// NATSURL is the JetStream server (NATS >= 2.12: scheduled messages); the project runs its
-	// pinned nats-server on 14222, never the system one on 4222.
-	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:14222"`
+	// pinned nats-server on 14222, never the system one on 4222. On a locked-down server it
+	// carries the service's user and password (nats://user:password@host:port).
+	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:14222" secret:"true"`
 	// AutoMigrate creates the database and applies migrations at start. Kubernetes runs
 	// `<svc> migrate` as a Job and sets it false.
 	AutoMigrate bool `env:"AUTO_MIGRATE" envDefault:"true"`

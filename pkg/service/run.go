@@ -162,7 +162,7 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
-	if err := natsx.EnsureStreams(ctx, js); err != nil {
+	if err := natsx.PrepareStreams(ctx, nc, js); err != nil {
 		return err
 	}
 	verifier, err := auth.NewVerifier(ctx, spec.Base.AuthConfig())

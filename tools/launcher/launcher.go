@@ -52,7 +52,7 @@ type Options struct {
 type System struct {
 	opts        Options
 	DatabaseURL string            // the server URL (database postgres)
-	NATSURL     string            // the NATS URL
+	NATSURL     string            // the NATS URL; of the launcher's own nats-server, with the admin's credentials
 	URLs        map[string]string // http://host:port per service
 	procs       map[string]*proc
 }
@@ -199,7 +199,7 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.NATSURL)
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.serviceNATSURL(svc))
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
 	}
@@ -509,69 +509,6 @@ func chownToPostgres(paths ...string) error {
 		}
 	}
 	return nil
-}
-
-// NATSBinary builds the nats-server pinned in pkg/go.mod into RunDir/bin (once).
-func NATSBinary(ctx context.Context, o Options) (string, error) {
-	bin := o.path("bin", "nats-server")
-	mod, _ := os.Stat(filepath.Join(o.Root, "pkg", "go.mod"))
-	if st, err := os.Stat(bin); err == nil && (mod == nil || st.ModTime().After(mod.ModTime())) {
-		return bin, nil
-	}
-	o.Log("building the pinned nats-server")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
-	cmd.Dir = filepath.Join(o.Root, "pkg")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build nats-server: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func ensureNATS(ctx context.Context, o Options) (string, error) {
-	if o.NATSURL != "" {
-		return o.NATSURL, nil
-	}
-	port := o.NATSPort
-	if port == 0 {
-		var err error
-		if port, err = freePort(); err != nil {
-			return "", err
-		}
-	}
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	if pid := readPid(o.path("pids", "nats.pid")); pid > 0 && alive(pid) {
-		return url, nil // ours, from an earlier up
-	}
-	if portFree(fmt.Sprintf("127.0.0.1:%d", port), 0) != nil {
-		return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", port)
-	}
-	bin, err := NATSBinary(ctx, o)
-	if err != nil {
-		return "", err
-	}
-	logf, err := os.Create(o.path("logs", "nats.log"))
-	if err != nil {
-		return "", err
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", o.path("nats"), "-n", "stockflow")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start nats-server: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(o.path("pids", "nats.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return "", err
-	}
-	for range 100 {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-			c.Close()
-			return url, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return "", fmt.Errorf("nats-server did not start; see %s", o.path("logs", "nats.log"))
 }
 
 // Status prints which started processes still run, and where the throwaway cluster lives.

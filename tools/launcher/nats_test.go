@@ -1,0 +1,120 @@
+package launcher
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/natsx"
+)
+
+// The pinned nats-server as up starts it: locked down, passwords made once and kept, streams
+// ensured by the admin; a service's credentials publish its own events and nothing else.
+func TestUpStartsNATSLockedDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the pinned nats-server")
+	}
+	ctx := context.Background()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	port, err := freePort()
+	require.NoError(t, err)
+	o := Options{Root: root, RunDir: t.TempDir(), NATSPort: port, Log: t.Logf}
+	o.defaults()
+	for _, d := range []string{"logs", "bin", "pids"} {
+		require.NoError(t, os.MkdirAll(o.path(d), 0o755))
+	}
+	t.Cleanup(func() { assert.NoError(t, Down(o)) })
+
+	adminURL, err := ensureNATS(ctx, o)
+	require.NoError(t, err)
+	for _, f := range []string{"passwords.json", "nats.conf"} {
+		st, err := os.Stat(filepath.Join(o.natsDir(), f))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), f)
+	}
+	sys := &System{opts: o, NATSURL: adminURL}
+	stockURL := sys.serviceNATSURL("stock")
+	assert.Contains(t, stockURL, "://stock:")
+	assert.NotContains(t, stockURL, strings.Split(strings.TrimPrefix(adminURL, "nats://admin:"), "@")[0], "stock gets its own password")
+
+	plain := "nats://127.0.0.1:" + strconv.Itoa(port)
+	_, _, err = natsx.Connect(ctx, plain, "anonymous")
+	assert.ErrorContains(t, err, "Authorization Violation", "a connection without credentials")
+
+	nc, stock, err := natsx.Connect(ctx, stockURL, "stock")
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, natsx.PrepareStreams(ctx, nc, stock), "up ensured the streams")
+	_, err = stock.Publish(ctx, events.SubjectStockLocked, []byte(`{}`))
+	require.NoError(t, err, "stock publishes its own events")
+
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = stock.Publish(short, events.SubjectPaymentSucceeded, []byte(`{"payment_id":"x","order_id":"o-1"}`))
+	assert.Error(t, err, "stock published payment.succeeded")
+	payment, err := stock.Stream(ctx, natsx.StreamPayment)
+	require.NoError(t, err)
+	short, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	assert.Error(t, payment.Purge(short), "stock purged PAYMENT")
+	short, cancel = context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	assert.Error(t, stock.DeleteStream(short, natsx.StreamPayment), "stock deleted PAYMENT")
+
+	anc, admin, err := natsx.Connect(ctx, adminURL, "admin")
+	require.NoError(t, err)
+	defer anc.Close()
+	info, err := admin.Stream(ctx, natsx.StreamPayment)
+	require.NoError(t, err, "PAYMENT still exists")
+	assert.Zero(t, info.CachedInfo().State.Msgs, "the forged payment.succeeded was stored")
+
+	// The next up, with the server still running and after a down, keeps the passwords.
+	again, err := ensureNATS(ctx, o)
+	require.NoError(t, err)
+	assert.Equal(t, adminURL, again)
+	require.NoError(t, Down(o))
+	again, err = ensureNATS(ctx, o)
+	require.NoError(t, err)
+	assert.Equal(t, adminURL, again)
+	assert.Equal(t, stockURL, sys.serviceNATSURL("stock"))
+}
+
+// A nats-server left running by an up from before the lockdown is refused, not used open.
+func TestUpRefusesAnOpenNATSFromAnEarlierUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the pinned nats-server")
+	}
+	ctx := context.Background()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	port, err := freePort()
+	require.NoError(t, err)
+	o := Options{Root: root, RunDir: t.TempDir(), NATSPort: port, Log: t.Logf}
+	o.defaults()
+	for _, d := range []string{"logs", "bin", "pids"} {
+		require.NoError(t, os.MkdirAll(o.path(d), 0o755))
+	}
+	t.Cleanup(func() { assert.NoError(t, Down(o)) })
+	bin, err := NATSBinary(ctx, o)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", o.natsDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait() }()
+	require.NoError(t, os.WriteFile(o.path("pids", "nats.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644))
+	require.Eventually(t, func() bool { return portFree("127.0.0.1:"+strconv.Itoa(port), 0) != nil }, 10*time.Second, 50*time.Millisecond)
+
+	_, err = ensureNATS(ctx, o)
+	assert.ErrorContains(t, err, "runs without authentication")
+}
