@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -120,7 +121,7 @@ func printUp(w io.Writer, sys *launcher.System) {
 	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
 		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
 	}
-	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", sys.NATSURL, "logs")
+	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", redacted(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
 }
 
 // portOffset is STOCKFLOW_PORT_OFFSET: every port up uses (PostgreSQL, NATS, the services) is
@@ -169,6 +170,14 @@ func token(o launcher.Options, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// redacted is u without its password.
+func redacted(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
 }
 
 func orDefault(v, def string) string {
