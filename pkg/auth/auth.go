@@ -42,11 +42,8 @@ const (
 // Roles lists every role, for validation.
 var Roles = []Role{Buyer, Viewer, Operator, Approver, Admin, Service}
 
-// Staff are the roles of people who run the shop; Readers are those who may read its books.
-var (
-	Staff   = []Role{Operator, Approver, Admin}
-	Readers = []Role{Viewer, Operator, Approver, Admin, Service}
-)
+// Readers are the roles that may read the shop's books.
+var Readers = []Role{Viewer, Operator, Approver, Admin, Service}
 
 // ServiceKeyPrefix starts the key id of a service's own signing key: "service:stock".
 const ServiceKeyPrefix = "service:"
@@ -71,13 +68,10 @@ func (c *Claims) Has(roles ...Role) bool {
 	return false
 }
 
-// Errors of a request that is not allowed. Both carry the contract's error body.
-var (
-	ErrUnauthenticated = &httpx.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "a valid bearer token is required"}
-	ErrForbidden       = &httpx.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "the token's roles do not allow this"}
-)
+// ErrUnauthenticated is the answer to a request without a bearer token.
+var ErrUnauthenticated = &httpx.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "a valid bearer token is required"}
 
-// Forbidden is ErrForbidden with a message saying why.
+// Forbidden is the 403 of a token whose roles do not allow the request, saying why.
 func Forbidden(format string, args ...any) *httpx.Error {
 	return httpx.Errorf(http.StatusForbidden, "forbidden", format, args...)
 }

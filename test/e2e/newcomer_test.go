@@ -9,12 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/tools/launcher"
 )
 
 // TestNewcomerFromPrivateClone is the newcomer's first minute: a clone in a private (0700)
@@ -107,7 +108,7 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	ports := []int{15432 + offset, 14222 + offset, 8081 + offset, 8082 + offset, 8083 + offset, 8084 + offset}
 	makeIn("down")
 	for name, pid := range pids {
-		assert.False(t, alive(pid), "%s (pid %d) still runs after down", name, pid)
+		assert.False(t, launcher.Alive(pid), "%s (pid %d) still runs after down", name, pid)
 	}
 	for _, p := range ports {
 		assert.False(t, listening(p), "port %d still listens after down", p)
@@ -181,14 +182,6 @@ func readPids(t *testing.T, clone string) map[string]int {
 		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
 	}
 	return out
-}
-
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 func listening(port int) bool {

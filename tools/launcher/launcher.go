@@ -325,7 +325,7 @@ func (s *System) Stop() error { return Down(s.opts) }
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if !alive(pid) {
+		if !Alive(pid) {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -333,8 +333,8 @@ func waitGone(pid int, d time.Duration) bool {
 	return false
 }
 
-// alive says whether pid runs; a zombie child still answers kill 0, so it counts as gone.
-func alive(pid int) bool {
+// Alive says whether pid runs; a zombie child still answers kill 0, so it counts as gone.
+func Alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
@@ -457,7 +457,7 @@ func postmasterRunning(data string) bool {
 		return false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	return err == nil && pid > 0 && alive(pid)
+	return err == nil && pid > 0 && Alive(pid)
 }
 
 func pgBin() (string, error) {
@@ -522,7 +522,7 @@ func Status(o Options, w io.Writer) error {
 	for _, f := range files {
 		pid := readPid(f)
 		state := "stopped"
-		if pid > 0 && alive(pid) {
+		if pid > 0 && Alive(pid) {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
 		fmt.Fprintf(w, "%-16s %s\n", strings.TrimSuffix(filepath.Base(f), ".pid"), state)

@@ -66,7 +66,7 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if pid := readPid(o.path("pids", "nats.pid")); pid > 0 && alive(pid) {
+	if pid := readPid(o.path("pids", "nats.pid")); pid > 0 && Alive(pid) {
 		// Ours, from an earlier up: it must be the locked-down server of these passwords.
 		if err := checkLocked(ctx, adminURL); err != nil {
 			return "", fmt.Errorf("nats-server (pid %d) from an earlier up: %w; run `make down` and `make up` again", pid, err)
