@@ -328,7 +328,8 @@ func slotOf(locks []heldLock, sku string) int {
 }
 
 // explainNoLock sets ErrNoLock on the results of orders without lock rows, wrapping
-// ErrOrderUnknown for those stock has never seen (their order.created may still come).
+// ErrOrderUnknown for those stock has never seen (their order.created may still come) and
+// answering ErrOrderUnknown alone for those whose locks committed after locksOf read them.
 func (t *Tx) explainNoLock(ctx context.Context, ups []LockUpdate, unseen []int, results []LockUpdateResult) error {
 	if len(unseen) == 0 {
 		return nil
@@ -337,23 +338,30 @@ func (t *Tx) explainNoLock(ctx context.Context, ups []LockUpdate, unseen []int, 
 	for k, i := range unseen {
 		ids[k] = ups[i].OrderID
 	}
-	rows, err := t.tx.Query(ctx, `SELECT order_id FROM order_lock WHERE order_id = ANY($1)`, ids)
+	// One statement, so one snapshot: an order's claim and its locks commit together, and a
+	// lock committed after locksOf read (this transaction is READ COMMITTED) must not pass for
+	// a rejected order.
+	rows, err := t.tx.Query(ctx, `SELECT o.order_id, EXISTS (SELECT 1 FROM stock_lock l WHERE l.order_id = o.order_id)
+		FROM order_lock o WHERE o.order_id = ANY($1)`, ids)
 	if err != nil {
 		return fmt.Errorf("read %d orders: %w", len(ids), err)
 	}
-	seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	known := map[string]bool{} // order id → it holds locks now
+	var id string
+	var locked bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &locked}, func() error { known[id] = locked; return nil }); err != nil {
 		return fmt.Errorf("read %d orders: %w", len(ids), err)
-	}
-	known := map[string]bool{}
-	for _, id := range seen {
-		known[id] = true
 	}
 	for _, i := range unseen {
 		id := ups[i].OrderID
-		results[i].Err = fmt.Errorf("order %s: %w", id, stock.ErrNoLock)
-		if !known[id] {
+		locked, seen := known[id]
+		switch {
+		case !seen:
 			results[i].Err = fmt.Errorf("order %s: %w (%w)", id, stock.ErrNoLock, stock.ErrOrderUnknown)
+		case locked: // its locks committed after locksOf read: retry
+			results[i].Err = fmt.Errorf("order %s: locked meanwhile: %w", id, stock.ErrOrderUnknown)
+		default: // rejected: it never held stock
+			results[i].Err = fmt.Errorf("order %s: %w", id, stock.ErrNoLock)
 		}
 	}
 	return nil
