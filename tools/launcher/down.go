@@ -1,0 +1,123 @@
+// Down, Purge and Status: what `make down` and `make status` do with the pid files Up wrote.
+
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Down stops everything whose pid file is in RunDir/pids (services, nats-server, a throwaway
+// PostgreSQL) and nothing else.
+func Down(o Options) error {
+	o.defaults()
+	var errs []error
+	// Services first, so they drain against a live NATS and database; then nats-server.
+	var files []string
+	for _, svc := range append(append([]string{}, Services...), "nats") {
+		files = append(files, o.path("pids", svc+".pid"))
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if pid := readPid(f); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			if !waitGone(pid, 15*time.Second) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				waitGone(pid, 5*time.Second)
+			}
+		}
+		if err := os.Remove(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
+		if data := strings.TrimSpace(string(b)); postmasterRunning(data) {
+			if err := pgCtl(context.Background(), data, "stop", "-m", "fast", "-w"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		errs = append(errs, os.Remove(o.path("pids", "pg.data")))
+	}
+	return errors.Join(errs...)
+}
+
+// Purge is Down, then removes the state up kept for next time: the throwaway cluster (outside
+// the checkout when we are root) and the NATS store. Logs and binaries stay.
+func Purge(o Options) error {
+	o.defaults()
+	err := Down(o)
+	dir, derr := clusterDir(o)
+	if derr == nil {
+		derr = os.RemoveAll(dir)
+	}
+	return errors.Join(err, derr, os.RemoveAll(o.path("nats")))
+}
+
+// Stop is Down for a System: what this System started.
+func (s *System) Stop() error { return Down(s.opts) }
+
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !Alive(pid) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// Alive says whether pid runs; a zombie child still answers kill 0, so it counts as gone.
+func Alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// Status prints which started processes still run, and where the throwaway cluster lives.
+func Status(o Options, w io.Writer) error {
+	o.defaults()
+	files, _ := filepath.Glob(o.path("pids", "*"))
+	if len(files) == 0 {
+		fmt.Fprintln(w, "nothing of this checkout runs (make up starts it)")
+	}
+	files, _ = filepath.Glob(o.path("pids", "*.pid"))
+	for _, f := range files {
+		pid := readPid(f)
+		state := "stopped"
+		if pid > 0 && Alive(pid) {
+			state = fmt.Sprintf("running (pid %d)", pid)
+		}
+		fmt.Fprintf(w, "%-16s %s\n", strings.TrimSuffix(filepath.Base(f), ".pid"), state)
+	}
+	if data, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
+		state := "stopped"
+		if postmasterRunning(strings.TrimSpace(string(data))) {
+			state = "running"
+		}
+		fmt.Fprintf(w, "%-16s %s, throwaway cluster in %s\n", "postgres", state, strings.TrimSpace(string(data)))
+	}
+	return nil
+}
+
+// readPid is the pid in a pid file; 0 when there is none.
+func readPid(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
