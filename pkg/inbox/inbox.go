@@ -84,20 +84,30 @@ func ClaimAll(ctx context.Context, tx pgx.Tx, msgs []Message) (fresh []bool, err
 // the same transaction succeeded: the transaction commits without them, and their redelivery
 // is fresh again.
 func Unclaim(ctx context.Context, tx pgx.Tx, msgs []Message) error {
-	if len(msgs) == 0 {
+	var b pgx.Batch
+	QueueUnclaim(&b, msgs)
+	if b.Len() == 0 {
 		return nil
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("inbox unclaim %d messages: %w", len(msgs), err)
+	}
+	return nil
+}
+
+// QueueUnclaim is Unclaim queued on b, for a caller that sends its transaction's last writes
+// in one round trip; nothing is queued for no messages.
+func QueueUnclaim(b *pgx.Batch, msgs []Message) {
+	if len(msgs) == 0 {
+		return
 	}
 	consumers := make([]string, len(msgs))
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		consumers[i], ids[i] = m.Consumer, m.ID
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM inbox USING unnest($1::text[], $2::text[]) AS u(c, m)
+	b.Queue(`DELETE FROM inbox USING unnest($1::text[], $2::text[]) AS u(c, m)
 		WHERE inbox.consumer = u.c AND inbox.message_id = u.m`, consumers, ids)
-	if err != nil {
-		return fmt.Errorf("inbox unclaim %d messages: %w", len(msgs), err)
-	}
-	return nil
 }
 
 // Execer is what Prune needs: a pool, a connection or a transaction.

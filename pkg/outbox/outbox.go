@@ -102,24 +102,13 @@ var errNotLeader = errors.New("another relay holds the outbox lock")
 // msg in the inbox (nil: no message, nothing to claim) — a message processed before returns
 // duplicate=true and fn does not run — then runs fn and writes the events fn returns to the
 // outbox, all in one transaction of db, so a crash at any line loses or duplicates nothing.
-// An error from fn rolls everything back, the claim included.
+// An error from fn rolls everything back, the claim included. It is a Batch of one unit.
 func InTx(ctx context.Context, db postgres.Beginner, msg *inbox.Message, fn func(pgx.Tx) ([]events.Message, error)) (duplicate bool, err error) {
-	err = postgres.InTx(ctx, db, func(tx pgx.Tx) error {
-		if msg != nil {
-			fresh, err := inbox.Claim(ctx, tx, msg.Consumer, msg.ID)
-			if err != nil {
-				return err
-			}
-			if !fresh {
-				duplicate = true
-				return nil
-			}
-		}
-		msgs, err := fn(tx)
-		if err != nil {
-			return err
-		}
-		return Write(ctx, tx, msgs...)
+	u := &Unit{In: msg}
+	err = Batch(ctx, db, []*Unit{u}, func(tx pgx.Tx, _ *pgx.Batch, _ []int) error {
+		var err error
+		u.Msgs, err = fn(tx)
+		return err
 	})
-	return duplicate, err
+	return u.Dup, err
 }

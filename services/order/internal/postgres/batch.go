@@ -217,18 +217,17 @@ func queueItemsAndHistory(b *pgx.Batch, os []*order.Order) {
 
 // UpdateAll implements app.BatchUpdater: UpdateWith for many orders in one transaction and a
 // handful of statements, whatever their number — one commit and one WAL flush for all. The
-// inbox claims are taken in one statement, the orders locked (in id order, so two batches
-// cannot deadlock) and read in two more; each fn then runs in arrival order on its order (so
-// two updates of one order see each other), and the changed rows, their history and the
-// outbox rows go in one round trip before the commit. An update that fails (an unknown order,
-// fn's error) leaves its order as it was and its message unclaimed; the others commit.
+// inbox claims are taken in one statement (outbox.Batch), the orders locked (in id order, so
+// two batches cannot deadlock) and read in two more; each fn then runs in arrival order on its
+// order (so two updates of one order see each other), and the changed rows, their history and
+// the outbox rows go in one round trip before the commit. An update that fails (an unknown
+// order, fn's error) leaves its order as it was and its message unclaimed; the others commit.
 func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated, error) {
-	out := make([]app.Updated, len(ups))
-	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		fresh, err := claimAll(ctx, tx, ups)
-		if err != nil {
-			return err
-		}
+	units := make([]*outbox.Unit, len(ups))
+	for i, u := range ups {
+		units[i] = &outbox.Unit{In: inboxMessage(u.In)}
+	}
+	err := outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
 		orders, err := lockAll(ctx, tx, ups, fresh)
 		if err != nil {
 			return err
@@ -237,73 +236,42 @@ func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated,
 		for id, o := range orders {
 			loaded[id] = len(o.History())
 		}
-		var msgs []events.Message
-		var failed []inbox.Message
-		for i, u := range ups {
-			if !fresh[i] {
-				out[i].Duplicate = true
-				continue
-			}
+		for _, i := range fresh {
+			u, unit := ups[i], units[i]
 			o, ok := orders[u.ID]
 			if !ok {
-				out[i].Err = fmt.Errorf("update order %s: %w: %s", u.ID, order.ErrNotFound, u.ID)
-			} else if ms, err := runOn(o, u.Fn); err != nil {
-				out[i].Err = fmt.Errorf("update order %s: %w", u.ID, err)
-			} else {
-				msgs = append(msgs, ms...)
-			}
-			if out[i].Err != nil && u.In != nil {
-				failed = append(failed, inbox.Message{Consumer: u.In.Consumer, ID: u.In.MessageID})
+				unit.Err = fmt.Errorf("update order %s: %w: %s", u.ID, order.ErrNotFound, u.ID)
+			} else if unit.Msgs, err = runOn(o, u.Fn); err != nil {
+				unit.Err = fmt.Errorf("update order %s: %w", u.ID, err)
 			}
 		}
-		if err := inbox.Unclaim(ctx, tx, failed); err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
 		queueChanges(b, orders, loaded)
-		if err := outbox.Stage(ctx, b, msgs...); err != nil {
-			return err
-		}
-		return tx.SendBatch(ctx, b).Close()
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	out := make([]app.Updated, len(ups))
+	for i, u := range units {
+		out[i] = app.Updated{Duplicate: u.Dup, Err: u.Err}
+	}
 	return out, nil
 }
 
-// claimAll claims the messages of the updates that carry one; fresh[i] is false for a message
-// processed before (or earlier in ups).
-func claimAll(ctx context.Context, tx pgx.Tx, ups []app.Update) ([]bool, error) {
-	fresh := make([]bool, len(ups))
-	var msgs []inbox.Message
-	var with []int
-	for i, u := range ups {
-		fresh[i] = true
-		if u.In != nil {
-			msgs, with = append(msgs, inbox.Message{Consumer: u.In.Consumer, ID: u.In.MessageID}), append(with, i)
-		}
+// inboxMessage is the inbox claim of the message an update consumes (nil: none).
+func inboxMessage(in *app.Inbound) *inbox.Message {
+	if in == nil {
+		return nil
 	}
-	if len(msgs) == 0 {
-		return fresh, nil
-	}
-	claimed, err := inbox.ClaimAll(ctx, tx, msgs)
-	if err != nil {
-		return nil, err
-	}
-	for k, i := range with {
-		fresh[i] = claimed[k]
-	}
-	return fresh, nil
+	return &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
 }
 
-// lockAll locks the orders the fresh updates name, in id order, and reads them.
-func lockAll(ctx context.Context, tx pgx.Tx, ups []app.Update, fresh []bool) (map[string]*order.Order, error) {
+// lockAll locks the orders the fresh updates (indexes into ups) name, in id order, and reads
+// them.
+func lockAll(ctx context.Context, tx pgx.Tx, ups []app.Update, fresh []int) (map[string]*order.Order, error) {
 	var ids []string
-	for i, u := range ups {
-		if fresh[i] {
-			ids = append(ids, u.ID)
-		}
+	for _, i := range fresh {
+		ids = append(ids, ups[i].ID)
 	}
 	if len(ids) == 0 {
 		return nil, nil
