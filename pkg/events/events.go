@@ -89,12 +89,16 @@ func Open(body []byte) (Envelope, error) {
 	return env, nil
 }
 
-// Decode opens body and decodes its data as T, checking that the type matches T's subject and
-// that the payload is valid. Unknown fields are accepted: newer producers may add them.
-func Decode[T interface {
+// Payload is implemented by every payload type of this package that Decode reads: an Event
+// that can check itself. Generic code elsewhere (natsx.On) names it to call Decode[T].
+type Payload interface {
 	Event
 	validate() error
-}](body []byte) (Envelope, T, error) {
+}
+
+// Decode opens body and decodes its data as T, checking that the type matches T's subject and
+// that the payload is valid. Unknown fields are accepted: newer producers may add them.
+func Decode[T Payload](body []byte) (Envelope, T, error) {
 	var ev T
 	env, err := Open(body)
 	if err != nil {

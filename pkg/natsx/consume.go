@@ -76,8 +76,9 @@ const (
 	// DefaultAckWait bounds one handler run (a transaction or two); a delivery not acked by
 	// then — the process died or hung — is redelivered.
 	DefaultAckWait = 30 * time.Second
-	// DefaultMaxAckPending caps unacknowledged messages per consumer: handlers run one at a
-	// time, so this is mostly the prefetch buffer plus messages waiting out a NakWithDelay.
+	// DefaultMaxAckPending caps unacknowledged messages per consumer: those its Workers are
+	// handling, the prefetch buffer behind them, and messages waiting out a NakWithDelay.
+	// Consumers with many workers raise it (a few times Workers).
 	DefaultMaxAckPending = 256
 )
 
@@ -91,9 +92,10 @@ type ConsumerSpec struct {
 	MaxDeliver     int
 	AckWait        time.Duration
 	MaxAckPending  int
-	// Workers is how many handlers run at once (default 1: in stream order). More workers
-	// trade that order for throughput; handlers must then tolerate events of one entity
-	// arriving out of order, as stockflow's do (row locks serialise them, the domain decides).
+	// Workers is how many handlers run at once (default 1: in stream order, but for the
+	// retries). More workers trade that order for throughput; handlers must then tolerate
+	// events of one entity arriving out of order, as stockflow's do (row locks serialise them,
+	// the domain decides). pkg/service gives every consumer that sets none Base.ConsumerWorkers.
 	Workers int
 }
 
@@ -141,8 +143,8 @@ const (
 )
 
 // Consume creates or updates the durable pull consumer spec (explicit ack, deliver all) and
-// runs h on its messages (spec.Workers at a time, default one) until ctx is done or stop is called. For each message
-// it continues the producer's trace from the message headers in a consumer span, calls h and
+// runs h on its messages, spec.Workers at a time (default one), until ctx is done or stop is
+// called. For each message it continues the producer's trace from the message headers in a consumer span, calls h and
 // acknowledges as the package documentation describes; a failed Ack, Nak, Term or dead-letter
 // publish is logged with the message's stream sequence and never silently dropped (JetStream
 // then redelivers after AckWait).
@@ -154,9 +156,10 @@ const (
 // stockflow.messaging.terminated. Deliveries the handler never finished (hang or crash on
 // the last delivery) reach DEADLETTER through the server's max-deliveries advisory.
 //
-// stop stops fetching, waits for the running handler to finish (a graceful drain: messages
-// prefetched but not started are Nak'ed back to the server for another replica) and is safe
-// to call more than once. Call it before cancelling the context handlers use.
+// stop stops fetching, waits for the running handlers (up to spec.Workers) to finish (a
+// graceful drain: messages prefetched but not started are Nak'ed back to the server for
+// another replica) and is safe to call more than once. Call it before cancelling the context
+// the handlers use.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log *slog.Logger) (stop func(), err error) {
 	if spec.Stream == "" || spec.Durable == "" {
 		return nil, errors.New("consume: stream and durable are required")
@@ -217,7 +220,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		once.Do(func() {
 			close(stopped)
 			cc.Drain()
-			c.gate.close() // waits for the running handler; later deliveries are handed back
+			c.gate.close() // waits for the running handlers; later deliveries are handed back
 			select {
 			case <-cc.Closed():
 				close(deliveries) // no callback can run any more

@@ -10,7 +10,9 @@
 //	                           last allowed delivery (MaxDeliver) it is dead-lettered and
 //	                           terminated like a poison message instead
 //
-// It knows subjects and streams, not payloads: decoding is the consumer's job (pkg/events).
+// On, Switch and OnMessage are the one shape of a consumer's handler: decode with pkg/events,
+// run the use case with the message's inbox identity, and mark its errors as the consumer's
+// Errors declare. Payloads themselves are pkg/events' business, not this package's.
 package natsx
 
 import (
