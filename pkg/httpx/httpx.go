@@ -1,11 +1,11 @@
 // Package httpx is the HTTP plumbing the services share: the JSON error body of the public
-// contract, strict request decoding, go-kit server options and the health endpoints.
+// contract and the error table each service declares once (errors.go), typed go-kit endpoints
+// (endpoint.go), strict request decoding and the health endpoints.
 package httpx
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,27 +17,6 @@ import (
 
 // MaxBody is the largest request body any endpoint accepts.
 const MaxBody = 1 << 20
-
-// Error is an error with its HTTP status and stable machine-readable code. Services map their
-// domain errors to an *Error in one place (their errors.go).
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// Errorf builds an *Error.
-func Errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// Common request errors, shared by every service.
-var (
-	ErrBodyTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "request body exceeds 1 MiB"}
-	ErrNotFound     = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such resource"}
-)
 
 // DecodeJSON reads exactly one JSON object into dst: unknown fields, trailing data, bodies over
 // MaxBody and malformed JSON are rejected with a 4xx *Error.
@@ -53,7 +32,7 @@ func DecodeJSON(r *http.Request, dst any) error {
 func ReadBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
-		return nil, Errorf(http.StatusBadRequest, "unreadable_body", "read body: %v", err)
+		return nil, codeUnreadableBody.Errorf("read body: %v", err)
 	}
 	if len(body) > MaxBody {
 		return nil, ErrBodyTooLarge
@@ -66,19 +45,20 @@ func UnmarshalStrict(body []byte, dst any) error {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return Errorf(http.StatusBadRequest, "malformed_json", "%v", err)
+		return codeMalformedJSON.Errorf("%v", err)
 	}
 	if dec.More() {
-		return Errorf(http.StatusBadRequest, "malformed_json", "trailing data after the JSON object")
+		return codeMalformedJSON.Errorf("trailing data after the JSON object")
 	}
 	return nil
 }
 
-// ServerOptions are the go-kit options every endpoint uses: errors become the JSON error body.
+// ServerOptions are the go-kit options every endpoint uses: errors become the JSON error body
+// (err's own *Error, else mapErr's, else 500 internal), and a 5xx is logged.
 func ServerOptions(log *slog.Logger, mapErr func(error) *Error) []kithttp.ServerOption {
 	return []kithttp.ServerOption{
 		kithttp.ServerErrorEncoder(func(ctx context.Context, err error, w http.ResponseWriter) {
-			he := asHTTPError(err, mapErr)
+			he := clientError(err, mapErr)
 			if he.Status >= 500 {
 				log.ErrorContext(ctx, "request failed", "err", err)
 			}
@@ -87,21 +67,10 @@ func ServerOptions(log *slog.Logger, mapErr func(error) *Error) []kithttp.Server
 	}
 }
 
-func asHTTPError(err error, mapErr func(error) *Error) *Error {
-	var he *Error
-	if errors.As(err, &he) {
-		return he
-	}
-	if mapErr != nil {
-		if he := mapErr(err); he != nil {
-			return he
-		}
-	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
-}
-
-// WriteError writes the contract's error body: {"error": {"code": …, "message": …}}.
+// WriteError writes the contract's error body, {"error": {"code": …, "message": …}}, with
+// e's headers.
 func WriteError(w http.ResponseWriter, e *Error) {
+	addHeaders(w, e.Header)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
@@ -110,14 +79,28 @@ func WriteError(w http.ResponseWriter, e *Error) {
 // StatusCoder is implemented by responses that choose their own status (201 vs 200 on replay).
 type StatusCoder interface{ StatusCode() int }
 
-// EncodeJSON is a go-kit response encoder: the response as JSON, with its StatusCode() if it
-// has one, else 200.
+// Headerer is implemented by responses that carry headers (Location of a new resource).
+type Headerer interface{ Headers() http.Header }
+
+// EncodeJSON is a go-kit response encoder: the response as JSON, with its Headers() if it has
+// them, and its StatusCode() if it has one, else 200.
 func EncodeJSON(ctx context.Context, w http.ResponseWriter, resp any) error {
+	if h, ok := resp.(Headerer); ok {
+		addHeaders(w, h.Headers())
+	}
 	status := http.StatusOK
 	if sc, ok := resp.(StatusCoder); ok {
 		status = sc.StatusCode()
 	}
 	return JSON(status)(ctx, w, resp)
+}
+
+func addHeaders(w http.ResponseWriter, h http.Header) {
+	for k, vs := range h {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
 }
 
 // JSON returns a go-kit response encoder writing the response as JSON with the given status.
@@ -137,7 +120,7 @@ func Health(mux *http.ServeMux, ready func(context.Context) error) {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context()); err != nil {
-			WriteError(w, Errorf(http.StatusServiceUnavailable, "not_ready", "%v", err))
+			WriteError(w, codeNotReady.Errorf("%v", err))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -148,7 +131,7 @@ func Health(mux *http.ServeMux, ready func(context.Context) error) {
 // NotFound answers unknown routes with the contract's error body instead of text/plain.
 func NotFound(mux *http.ServeMux) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, &Error{Status: http.StatusNotFound, Code: "route_not_found", Message: "no such route"})
+		WriteError(w, codeRouteNotFound.Errorf("no such route"))
 	})
 }
 
