@@ -1,5 +1,5 @@
 # The few targets a newcomer needs. Everything else is a Go command.
-.PHONY: demo up down status test fuzz bench loadtest
+.PHONY: demo up down status test lint fuzz bench loadtest
 
 demo: ## bring everything up (fresh machine included), then run a flash sale you can watch; ARGS= flash-sale flags
 	@go run ./tools/cmd/stockflow demo $(ARGS)
@@ -15,6 +15,9 @@ status:
 
 test: ## the whole suite, against real PostgreSQL and NATS
 	@scripts/test.sh
+
+lint: ## go vet, staticcheck and the import direction of the layers, over every module
+	@scripts/lint.sh
 
 fuzz: ## every go test -fuzz target, FUZZTIME= each (60s); failing inputs land in testdata/fuzz/
 	@FUZZTIME=$(or $(FUZZTIME),60s) scripts/fuzz.sh

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
+	//lint:ignore SA1019 the old benchstat is the one with a library API for the old/new table; its successor is a command
 	"golang.org/x/perf/benchstat"
+	//lint:ignore SA1019 benchstat's Collection reads its records
 	oldfmt "golang.org/x/perf/storage/benchfmt"
 )
 
