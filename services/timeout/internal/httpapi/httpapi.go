@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
@@ -27,12 +24,10 @@ import (
 // operator or admin.
 func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
-	opts := httpx.ServerOptions(log, mapError)
-	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...), roles...))
-	}
-	route("GET /v1/deadlines/{order_id}", auth.Readers, getDeadline(svc), decodeOrderID)
-	route("POST /v1/admin/sweep", []auth.Role{auth.Operator, auth.Admin}, sweep(svc), kithttp.NopRequestDecoder)
+	t := httpx.Transport{Log: log, Errors: errs}
+	e := endpoints{svc}
+	mux.Handle("GET /v1/deadlines/{order_id}", v.Require(httpx.Server(t, decodeOrderID, e.getDeadline), auth.Readers...))
+	mux.Handle("POST /v1/admin/sweep", v.Require(httpx.Server(t, httpx.NoRequest, e.sweep), auth.Operator, auth.Admin))
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
@@ -47,39 +42,35 @@ type deadlineView struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 }
 
-func decodeOrderID(_ context.Context, r *http.Request) (any, error) {
+// endpoints are the API's use cases, one method per route.
+type endpoints struct{ svc *app.Service }
+
+func decodeOrderID(_ context.Context, r *http.Request) (string, error) {
 	id := r.PathValue("order_id")
 	if id == "" || len(id) > 128 {
-		return nil, httpx.Errorf(http.StatusNotFound, "deadline_not_found", "no deadline for order %q", id)
+		return "", codeDeadlineNotFound.Errorf("no deadline for order %q", id)
 	}
 	return id, nil
 }
 
-func getDeadline(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		d, err := svc.Get(ctx, request.(string))
-		if err != nil {
-			return nil, err
-		}
-		s := d.Snapshot()
-		v := deadlineView{OrderID: s.OrderID, State: s.State.String(), Resolution: s.Resolution, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
-		if !s.At.IsZero() {
-			v.Deadline = &s.At
-		}
-		return v, nil
+func (e endpoints) getDeadline(ctx context.Context, orderID string) (deadlineView, error) {
+	d, err := e.svc.Get(ctx, orderID)
+	if err != nil {
+		return deadlineView{}, err
 	}
+	s := d.Snapshot()
+	v := deadlineView{OrderID: s.OrderID, State: s.State.String(), Resolution: s.Resolution, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if !s.At.IsZero() {
+		v.Deadline = &s.At
+	}
+	return v, nil
 }
 
 type sweepResponse struct {
 	Expired int `json:"expired"`
 }
 
-func sweep(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, _ any) (any, error) {
-		n, err := svc.Sweep(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return sweepResponse{Expired: n}, nil
-	}
+func (e endpoints) sweep(ctx context.Context, _ struct{}) (sweepResponse, error) {
+	n, err := e.svc.Sweep(ctx)
+	return sweepResponse{Expired: n}, err
 }
