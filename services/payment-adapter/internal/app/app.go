@@ -13,14 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
-
-// Inbound identifies the message a use case consumes: the durable consumer and the event id.
-type Inbound struct {
-	Consumer  string
-	MessageID string
-}
 
 // Selector picks the payments an update applies to: one payment by id, or every payment of an
 // order.
@@ -34,7 +29,7 @@ type Store interface {
 	// RememberOrder claims in in the inbox and stores o, unless a total for o.OrderID is
 	// already stored (order totals never change). duplicate is true when in was processed
 	// before.
-	RememberOrder(ctx context.Context, in Inbound, o payment.OrderTotal) (duplicate bool, err error)
+	RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error)
 	// RecordPayment stores the payment decide builds for the stored total of orderID, and the
 	// messages decide returns in the outbox. When a payment with (provider, txnID) exists it
 	// stores nothing and returns that payment with created=false, without calling decide. An
@@ -47,7 +42,7 @@ type Store interface {
 	// outbox. found is how many payments sel picked. fn's error rolls everything back. A
 	// PaymentID that picks nothing returns an error wrapping payment.ErrNotFound, nothing
 	// stored (not even the claim); an OrderID that picks nothing is found=0, no error.
-	UpdatePayments(ctx context.Context, in *Inbound, sel Selector,
+	UpdatePayments(ctx context.Context, in *inbox.Message, sel Selector,
 		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error)) (duplicate bool, found int, err error)
 	// Get returns the payment, or an error wrapping payment.ErrNotFound.
 	Get(ctx context.Context, id string) (*payment.Payment, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
@@ -43,7 +44,7 @@ func TestMismatchRefundIsRetriedByTheProvidersRedelivery(t *testing.T) {
 	reg, err := payment.NewRegistry(flaky)
 	require.NoError(t, err)
 	svc := app.New(paymentpg.New(pool), reg, slog.New(slog.DiscardHandler))
-	require.NoError(t, svc.RememberOrder(ctx, app.Inbound{Consumer: "c", MessageID: "created"},
+	require.NoError(t, svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "created"},
 		events.OrderCreated{OrderID: "ord-1", Total: 4900, Currency: "CNY"}))
 	body := []byte(`{"provider_txn_id":"txn-1","order_id":"ord-1","amount":1,"currency":"CNY","status":"succeeded"}`)
 	h := http.Header{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
 
@@ -20,7 +21,7 @@ var ErrPaymentUnknown = errors.New("refund of an unknown payment")
 // becomes refunded and payment.refunded is emitted, in one transaction with the inbox claim.
 // A payment already refunded (by an earlier message, or by the order's refund) changes
 // nothing and emits nothing. A failed payment took no money: logged, nothing emitted.
-func (s *Service) RefundPayment(ctx context.Context, in Inbound, paymentID, reason string) error {
+func (s *Service) RefundPayment(ctx context.Context, in inbox.Message, paymentID, reason string) error {
 	if paymentID == "" {
 		return fmt.Errorf("refund payment: %w: no payment id", ErrPaymentUnknown)
 	}
@@ -43,7 +44,7 @@ func (s *Service) RefundPayment(ctx context.Context, in Inbound, paymentID, reas
 // means a payment.succeeded from here, so "nothing to refund" means the money is already
 // back; an error would only loop in retries and then dead-letter a message that needs no
 // action. The order completes on the payment.refunded it already got.
-func (s *Service) RefundOrder(ctx context.Context, in Inbound, orderID, reason string) error {
+func (s *Service) RefundOrder(ctx context.Context, in inbox.Message, orderID, reason string) error {
 	refunded := 0
 	fn := s.refund(ctx, reason)
 	dup, found, err := s.store.UpdatePayments(ctx, &in, Selector{OrderID: orderID},
@@ -62,7 +63,7 @@ func (s *Service) RefundOrder(ctx context.Context, in Inbound, orderID, reason s
 	}
 	if !dup && refunded == 0 {
 		s.log.WarnContext(ctx, "refund requested for an order with no succeeded payment; nothing to refund",
-			"order_id", orderID, "payments", found, "message_id", in.MessageID)
+			"order_id", orderID, "payments", found, "message_id", in.ID)
 	}
 	return nil
 }

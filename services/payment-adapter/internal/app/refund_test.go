@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
@@ -40,7 +41,7 @@ func setup(t *testing.T) *env {
 func (e *env) paid(orderID, txn string, amount int64) *payment.Payment {
 	e.t.Helper()
 	ctx := context.Background()
-	err := e.svc.RememberOrder(ctx, app.Inbound{Consumer: "c", MessageID: "created-" + orderID + txn},
+	err := e.svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "created-" + orderID + txn},
 		events.OrderCreated{OrderID: orderID, Total: 9800, Currency: "CNY"})
 	require.NoError(e.t, err)
 	body := []byte(`{"provider_txn_id":"` + txn + `","order_id":"` + orderID + `","amount":` + strconv.FormatInt(amount, 10) + `,"currency":"CNY","status":"succeeded"}`)
@@ -79,15 +80,15 @@ func TestSellFailedRefundsThatPaymentOnce(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	p := e.paid("ord-1", "txn-1", 9800)
-	in := app.Inbound{Consumer: "payment-adapter-stock-sell-failed", MessageID: "sf-1"}
+	in := inbox.Message{Consumer: "payment-adapter-stock-sell-failed", ID: "sf-1"}
 	require.NoError(t, e.svc.RefundPayment(ctx, in, p.ID(), "sell_failed: insufficient_stock"))
 	assert.Equal(t, payment.Refunded, e.status(p.ID()))
 	assert.Equal(t, []string{p.ID()}, e.refunded())
 
 	// Redelivery, a second sell_failed, then the order's refund request: nothing more.
 	require.NoError(t, e.svc.RefundPayment(ctx, in, p.ID(), "sell_failed"))
-	require.NoError(t, e.svc.RefundPayment(ctx, app.Inbound{Consumer: in.Consumer, MessageID: "sf-2"}, p.ID(), "sell_failed"))
-	require.NoError(t, e.svc.RefundOrder(ctx, app.Inbound{Consumer: "payment-adapter-order-refund-requested", MessageID: "rr-1"}, "ord-1", "buyer"))
+	require.NoError(t, e.svc.RefundPayment(ctx, inbox.Message{Consumer: in.Consumer, ID: "sf-2"}, p.ID(), "sell_failed"))
+	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "payment-adapter-order-refund-requested", ID: "rr-1"}, "ord-1", "buyer"))
 	assert.Equal(t, []string{p.ID()}, e.refunded(), "one payment.refunded")
 
 	got, err := e.svc.Get(ctx, p.ID())
@@ -106,7 +107,7 @@ func TestRefundRequestedRefundsEverySucceededPaymentOfTheOrder(t *testing.T) {
 	other := e.paid("ord-2", "txn-d", 9800)
 	require.Equal(t, payment.Refunded, bad.Status())
 
-	in := app.Inbound{Consumer: "payment-adapter-order-refund-requested", MessageID: "rr-1"}
+	in := inbox.Message{Consumer: "payment-adapter-order-refund-requested", ID: "rr-1"}
 	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", "buyer"))
 	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", "buyer")) // redelivery
 	assert.ElementsMatch(t, []string{a.ID(), b.ID()}, e.refunded())
@@ -118,9 +119,9 @@ func TestRefundRequestedRefundsEverySucceededPaymentOfTheOrder(t *testing.T) {
 func TestRefundRequestedWithoutSucceededPaymentIsAcknowledgedSilently(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	require.NoError(t, e.svc.RefundOrder(ctx, app.Inbound{Consumer: "c", MessageID: "rr-none"}, "ord-never-paid", ""))
+	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "c", ID: "rr-none"}, "ord-never-paid", ""))
 	bad := e.paid("ord-1", "txn-c", 1) // refunded when recorded, with no payment.refunded
-	require.NoError(t, e.svc.RefundOrder(ctx, app.Inbound{Consumer: "c", MessageID: "rr-failed"}, "ord-1", ""))
+	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "c", ID: "rr-failed"}, "ord-1", ""))
 	assert.Empty(t, e.refunded())
 	assert.Equal(t, payment.Refunded, e.status(bad.ID()))
 }
@@ -128,9 +129,9 @@ func TestRefundRequestedWithoutSucceededPaymentIsAcknowledgedSilently(t *testing
 func TestSellFailedForUnknownPaymentIsPermanent(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	err := e.svc.RefundPayment(ctx, app.Inbound{Consumer: "c", MessageID: "sf-x"}, "no-such-payment", "sell_failed")
+	err := e.svc.RefundPayment(ctx, inbox.Message{Consumer: "c", ID: "sf-x"}, "no-such-payment", "sell_failed")
 	assert.ErrorIs(t, err, app.ErrPaymentUnknown)
-	err = e.svc.RefundPayment(ctx, app.Inbound{Consumer: "c", MessageID: "sf-y"}, "", "sell_failed")
+	err = e.svc.RefundPayment(ctx, inbox.Message{Consumer: "c", ID: "sf-y"}, "", "sell_failed")
 	assert.ErrorIs(t, err, app.ErrPaymentUnknown)
 	var claims int
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&claims))
@@ -140,9 +141,9 @@ func TestSellFailedForUnknownPaymentIsPermanent(t *testing.T) {
 func TestRememberOrderKeepsTheFirstTotal(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	require.NoError(t, e.svc.RememberOrder(ctx, app.Inbound{Consumer: "c", MessageID: "m1"}, events.OrderCreated{OrderID: "o", Total: 100, Currency: "CNY"}))
-	require.NoError(t, e.svc.RememberOrder(ctx, app.Inbound{Consumer: "c", MessageID: "m1"}, events.OrderCreated{OrderID: "o", Total: 100, Currency: "CNY"}))
-	require.NoError(t, e.svc.RememberOrder(ctx, app.Inbound{Consumer: "c", MessageID: "m2"}, events.OrderCreated{OrderID: "o", Total: 999, Currency: "EUR"}))
+	require.NoError(t, e.svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "m1"}, events.OrderCreated{OrderID: "o", Total: 100, Currency: "CNY"}))
+	require.NoError(t, e.svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "m1"}, events.OrderCreated{OrderID: "o", Total: 100, Currency: "CNY"}))
+	require.NoError(t, e.svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "m2"}, events.OrderCreated{OrderID: "o", Total: 999, Currency: "EUR"}))
 	var total int64
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT total FROM order_totals WHERE order_id = 'o'`).Scan(&total))
 	assert.EqualValues(t, 100, total)

@@ -20,6 +20,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/auth/authtest"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/httpapi"
@@ -57,7 +58,7 @@ func setup(t *testing.T) *env {
 // order makes the order known, as consuming its order.created does.
 func (e *env) order(id string, total int64, currency string) {
 	e.t.Helper()
-	err := e.svc.RememberOrder(context.Background(), app.Inbound{Consumer: "test", MessageID: "created-" + id},
+	err := e.svc.RememberOrder(context.Background(), inbox.Message{Consumer: "test", ID: "created-" + id},
 		events.OrderCreated{OrderID: id, Total: total, Currency: currency})
 	require.NoError(e.t, err)
 }

@@ -42,8 +42,8 @@ var _ app.Store = (*Store)(nil)
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // RememberOrder implements app.Store.
-func (s *Store) RememberOrder(ctx context.Context, in app.Inbound, o payment.OrderTotal) (duplicate bool, err error) {
-	duplicate, err = outbox.InTx(ctx, s.pool, claim(&in), func(tx pgx.Tx) ([]events.Message, error) {
+func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error) {
+	duplicate, err = outbox.InTx(ctx, s.pool, &in, func(tx pgx.Tx) ([]events.Message, error) {
 		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency) VALUES ($1, $2, $3)
 			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency)
 		if err != nil {
@@ -112,12 +112,12 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 }
 
 // UpdatePayments implements app.Store.
-func (s *Store) UpdatePayments(ctx context.Context, in *app.Inbound, sel app.Selector,
+func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.Selector,
 	fn func(*payment.Payment) (bool, []events.Message, error)) (duplicate bool, found int, err error) {
 	if (sel.PaymentID == "") == (sel.OrderID == "") {
 		return false, 0, errors.New("update payments: select by exactly one of payment id and order id")
 	}
-	duplicate, err = outbox.InTx(ctx, s.pool, claim(in), func(tx pgx.Tx) ([]events.Message, error) {
+	duplicate, err = outbox.InTx(ctx, s.pool, in, func(tx pgx.Tx) ([]events.Message, error) {
 		where, arg := "payment_id = $1", sel.PaymentID
 		if sel.OrderID != "" {
 			where, arg = "order_id = $1", sel.OrderID
@@ -149,14 +149,6 @@ func (s *Store) UpdatePayments(ctx context.Context, in *app.Inbound, sel app.Sel
 		return false, 0, fmt.Errorf("update payments: %w", err)
 	}
 	return duplicate, found, nil
-}
-
-// claim is the inbox message of in; nil when in is.
-func claim(in *app.Inbound) *inbox.Message {
-	if in == nil {
-		return nil
-	}
-	return &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
 }
 
 // save writes the mutable columns of p: status and refund.
