@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,19 +13,6 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
 )
-
-// clientStatus is the status a client gets for err: its *httpx.Error, else errors.go's
-// mapping, else 500.
-func clientStatus(err error) int {
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return he.Status
-	}
-	if he := mapError(err); he != nil {
-		return he.Status
-	}
-	return http.StatusInternalServerError
-}
 
 // FuzzDecoders feeds arbitrary bodies, path values, queries and signatures to every request
 // decoder of the payment API, and a decoded callback on to the provider's verification (what
@@ -57,7 +43,7 @@ func FuzzDecoders(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	decoders := map[string]kithttp.DecodeRequestFunc{"callback": decodeCallback, "paymentID": decodePaymentID, "list": decodeList}
+	decoders := map[string]kithttp.DecodeRequestFunc{"callback": httpx.Decoder(decodeCallback), "paymentID": httpx.Decoder(decodePaymentID), "list": httpx.Decoder(decodeList)}
 	f.Fuzz(func(t *testing.T, body []byte, path, query, sig string, sign bool) {
 		if sign {
 			sig = p.Sign(body)
@@ -81,7 +67,7 @@ func FuzzDecoders(f *testing.F) {
 				}
 			}
 			if err != nil {
-				if s := clientStatus(err); s < 400 || s > 499 {
+				if s := errs.Error(err).Status; s < 400 || s > 499 {
 					t.Fatalf("%s: bad input answered %d: %v", name, s, err)
 				}
 			}

@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
@@ -33,17 +30,18 @@ import (
 // payments needs a viewer, staff or service token (pkg/auth).
 func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
-	opts := httpx.ServerOptions(log, mapError)
-	server := func(ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
-		return kithttp.NewServer(ep, dec, httpx.EncodeJSON, opts...)
-	}
-	mux.Handle("POST /v1/callbacks/{provider}", server(callback(svc), decodeCallback))
-	mux.Handle("GET /v1/payments/{id}", v.Require(server(getPayment(svc), decodePaymentID), auth.Readers...))
-	mux.Handle("GET /v1/payments", v.Require(server(listPayments(svc), decodeList), auth.Readers...))
+	t := httpx.Transport{Log: log, Errors: errs}
+	e := endpoints{svc}
+	mux.Handle("POST /v1/callbacks/{provider}", httpx.Server(t, decodeCallback, e.callback))
+	mux.Handle("GET /v1/payments/{id}", v.Require(httpx.Server(t, decodePaymentID, e.getPayment), auth.Readers...))
+	mux.Handle("GET /v1/payments", v.Require(httpx.Server(t, decodeList, e.listPayments), auth.Readers...))
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
 }
+
+// endpoints are the API's use cases, one method per route.
+type endpoints struct{ svc *app.Service }
 
 // --- views ---
 
@@ -97,43 +95,35 @@ type callbackResponse struct {
 }
 
 // decodeCallback keeps the raw body: signatures are over its exact bytes.
-func decodeCallback(_ context.Context, r *http.Request) (any, error) {
+func decodeCallback(_ context.Context, r *http.Request) (callbackRequest, error) {
 	body, err := httpx.ReadBody(r)
-	if err != nil {
-		return nil, err
-	}
-	return callbackRequest{provider: r.PathValue("provider"), header: r.Header, body: body}, nil
+	return callbackRequest{provider: r.PathValue("provider"), header: r.Header, body: body}, err
 }
 
-func callback(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(callbackRequest)
-		res, err := svc.HandleCallback(ctx, req.provider, req.header, req.body)
-		if err != nil {
-			return nil, err
-		}
-		return callbackResponse{Received: true, Duplicate: res.Duplicate, PaymentID: res.Payment.ID(), Status: res.Payment.Status().String()}, nil
+func (e endpoints) callback(ctx context.Context, req callbackRequest) (callbackResponse, error) {
+	res, err := e.svc.HandleCallback(ctx, req.provider, req.header, req.body)
+	if err != nil {
+		return callbackResponse{}, err
 	}
+	return callbackResponse{Received: true, Duplicate: res.Duplicate, PaymentID: res.Payment.ID(), Status: res.Payment.Status().String()}, nil
 }
 
 // --- read ---
 
-func decodePaymentID(_ context.Context, r *http.Request) (any, error) {
+func decodePaymentID(_ context.Context, r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if id == "" || len(id) > 64 {
-		return nil, httpx.Errorf(http.StatusNotFound, "payment_not_found", "no payment %q", id)
+		return "", codePaymentNotFound.Errorf("no payment %q", id)
 	}
 	return id, nil
 }
 
-func getPayment(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		p, err := svc.Get(ctx, request.(string))
-		if err != nil {
-			return nil, err
-		}
-		return viewPayment(p), nil
+func (e endpoints) getPayment(ctx context.Context, id string) (paymentView, error) {
+	p, err := e.svc.Get(ctx, id)
+	if err != nil {
+		return paymentView{}, err
 	}
+	return viewPayment(p), nil
 }
 
 type listRequest struct{ orderID string }
@@ -143,25 +133,22 @@ type listResponse struct {
 	Payments []paymentView `json:"payments"`
 }
 
-func decodeList(_ context.Context, r *http.Request) (any, error) {
+func decodeList(_ context.Context, r *http.Request) (listRequest, error) {
 	id := r.URL.Query().Get("order_id")
 	if id == "" || len(id) > 128 {
-		return nil, httpx.Errorf(http.StatusBadRequest, "missing_order_id", "GET /v1/payments needs ?order_id=<order id>")
+		return listRequest{}, codeMissingOrderID.Errorf("GET /v1/payments needs ?order_id=<order id>")
 	}
 	return listRequest{orderID: id}, nil
 }
 
-func listPayments(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(listRequest)
-		ps, err := svc.ListByOrder(ctx, req.orderID)
-		if err != nil {
-			return nil, err
-		}
-		out := listResponse{OrderID: req.orderID, Payments: make([]paymentView, len(ps))}
-		for i, p := range ps {
-			out.Payments[i] = viewPayment(p)
-		}
-		return out, nil
+func (e endpoints) listPayments(ctx context.Context, req listRequest) (listResponse, error) {
+	ps, err := e.svc.ListByOrder(ctx, req.orderID)
+	if err != nil {
+		return listResponse{}, err
 	}
+	out := listResponse{OrderID: req.orderID, Payments: make([]paymentView, len(ps))}
+	for i, p := range ps {
+		out.Payments[i] = viewPayment(p)
+	}
+	return out, nil
 }
