@@ -13,14 +13,9 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
-
-// Inbound identifies the message a use case consumes: the durable consumer and the event id.
-type Inbound struct {
-	Consumer  string
-	MessageID string
-}
 
 // Store keeps deadlines.
 type Store interface {
@@ -28,7 +23,7 @@ type Store interface {
 	// message processed before returns duplicate=true without calling fn), then calls fn and
 	// writes the messages fn returns to the outbox, and commits. fn's error rolls everything
 	// back and is returned.
-	Within(ctx context.Context, in *Inbound, fn func(Tx) ([]events.Message, error)) (duplicate bool, err error)
+	Within(ctx context.Context, in *inbox.Message, fn func(Tx) ([]events.Message, error)) (duplicate bool, err error)
 	// Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
 	Get(ctx context.Context, orderID string) (*deadline.Deadline, error)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
@@ -45,7 +46,7 @@ func setup(t *testing.T, batch int) *env {
 func (e *env) lock(orderID string, at time.Time) {
 	e.t.Helper()
 	ev := events.StockLocked{OrderID: orderID, Lines: []events.Line{{SKU: "S", Qty: 1}}, PaymentDeadline: at}
-	require.NoError(e.t, e.svc.ScheduleDeadline(context.Background(), app.Inbound{Consumer: "timeout-stock-locked", MessageID: "locked-" + orderID}, ev))
+	require.NoError(e.t, e.svc.ScheduleDeadline(context.Background(), inbox.Message{Consumer: "timeout-stock-locked", ID: "locked-" + orderID}, ev))
 }
 
 // outbox counts outbox rows by subject prefix.
@@ -61,7 +62,7 @@ func TestScheduleWritesTheScheduleMessageOnce(t *testing.T) {
 	at := time.Date(2030, 1, 1, 10, 0, 0, 250_000_000, time.UTC)
 	e.lock("ord-1", at)
 	e.lock("ord-1", at) // redelivery: inbox
-	require.NoError(t, e.svc.ScheduleDeadline(context.Background(), app.Inbound{Consumer: "timeout-stock-locked", MessageID: "other"},
+	require.NoError(t, e.svc.ScheduleDeadline(context.Background(), inbox.Message{Consumer: "timeout-stock-locked", ID: "other"},
 		events.StockLocked{OrderID: "ord-1", Lines: []events.Line{{SKU: "S", Qty: 1}}, PaymentDeadline: at.Add(time.Hour)})) // another event: the PK
 
 	var subject string
@@ -94,7 +95,7 @@ func TestFireForUnknownOrResolvedDeadlineIsANoOp(t *testing.T) {
 	e := setup(t, 10)
 	require.NoError(t, e.svc.Fire(context.Background(), "ord-unknown"))
 	e.lock("ord-1", time.Now().Add(-time.Second))
-	require.NoError(t, e.svc.Resolve(context.Background(), app.Inbound{Consumer: "c", MessageID: "sold-1"}, "ord-1", deadline.ResolutionSold))
+	require.NoError(t, e.svc.Resolve(context.Background(), inbox.Message{Consumer: "c", ID: "sold-1"}, "ord-1", deadline.ResolutionSold))
 	require.NoError(t, e.svc.Fire(context.Background(), "ord-1"))
 	assert.Zero(t, e.outbox(events.SubjectTimeoutExpired))
 	assert.Equal(t, []string{"ord-1"}, e.cancelled, "the schedule of a cancelled deadline is removed")
@@ -105,7 +106,7 @@ func TestResolveTwiceOrAfterExpiryChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	e.lock("ord-1", time.Now().Add(-time.Second))
 	require.NoError(t, e.svc.Fire(ctx, "ord-1"))
-	require.NoError(t, e.svc.Resolve(ctx, app.Inbound{Consumer: "c", MessageID: "released-1"}, "ord-1", deadline.ResolutionReleased))
+	require.NoError(t, e.svc.Resolve(ctx, inbox.Message{Consumer: "c", ID: "released-1"}, "ord-1", deadline.ResolutionReleased))
 	d, err := e.svc.Get(ctx, "ord-1")
 	require.NoError(t, err)
 	assert.Equal(t, deadline.Expired, d.State())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
 
@@ -14,7 +15,7 @@ import (
 // effort: a fire that still arrives finds the deadline cancelled). An order not known yet
 // gets a cancelled row, so its late stock.locked schedules nothing. An expired or cancelled
 // deadline is left as it is.
-func (s *Service) Resolve(ctx context.Context, in Inbound, orderID, resolution string) error {
+func (s *Service) Resolve(ctx context.Context, in inbox.Message, orderID, resolution string) error {
 	early, err := deadline.CancelledBeforeLock(orderID, resolution, s.now())
 	if err != nil {
 		return fmt.Errorf("resolve deadline: %w", err)

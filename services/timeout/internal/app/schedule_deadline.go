@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
@@ -31,7 +32,7 @@ func (Scheduled) Subject() string { return ScheduleType }
 // transaction, the outbox row that makes JetStream fire timeout.fire.<order> at the deadline
 // (rounded up to the second). An order already known — a duplicate stock.locked, or one whose
 // stock.sold or stock.released overtook its lock (its row is cancelled) — schedules nothing.
-func (s *Service) ScheduleDeadline(ctx context.Context, in Inbound, ev events.StockLocked) error {
+func (s *Service) ScheduleDeadline(ctx context.Context, in inbox.Message, ev events.StockLocked) error {
 	d, err := deadline.Schedule(ev.OrderID, ev.PaymentDeadline, s.now())
 	if err != nil {
 		return fmt.Errorf("schedule deadline: %w", err)
@@ -56,7 +57,7 @@ func (s *Service) ScheduleDeadline(ctx context.Context, in Inbound, ev events.St
 	}
 	switch {
 	case dup:
-		s.log.DebugContext(ctx, "stock.locked already processed", "order_id", ev.OrderID, "message_id", in.MessageID)
+		s.log.DebugContext(ctx, "stock.locked already processed", "order_id", ev.OrderID, "message_id", in.ID)
 	case existing != nil:
 		s.log.InfoContext(ctx, "deadline already known; nothing scheduled", "order_id", ev.OrderID, "state", existing.State().String())
 	default:

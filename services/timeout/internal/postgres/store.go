@@ -41,12 +41,8 @@ var _ app.Store = (*Store)(nil)
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Within implements app.Store.
-func (s *Store) Within(ctx context.Context, in *app.Inbound, fn func(app.Tx) ([]events.Message, error)) (duplicate bool, err error) {
-	var claim *inbox.Message
-	if in != nil {
-		claim = &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
-	}
-	duplicate, err = outbox.InTx(ctx, s.pool, claim, func(tx pgx.Tx) ([]events.Message, error) { return fn(txStore{tx}) })
+func (s *Store) Within(ctx context.Context, in *inbox.Message, fn func(app.Tx) ([]events.Message, error)) (duplicate bool, err error) {
+	duplicate, err = outbox.InTx(ctx, s.pool, in, func(tx pgx.Tx) ([]events.Message, error) { return fn(txStore{tx}) })
 	if err != nil {
 		return false, fmt.Errorf("deadline tx: %w", err)
 	}
