@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -11,7 +10,7 @@ import (
 // move until another operator approves it. A stocktake's count is taken at the ledger's point
 // now: the SKU's last ledger row and its book on_hand, recorded with it.
 func (s *Service) RequestAdjustment(ctx context.Context, a stock.Adjustment) (stock.Adjustment, error) {
-	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+	err := s.store.InTx(ctx, func(tx Tx) error {
 		var err error
 		a, err = tx.RequestAdjustment(ctx, a)
 		return err
@@ -25,7 +24,7 @@ func (s *Service) RequestAdjustment(ctx context.Context, a stock.Adjustment) (st
 // returns ErrStocktakeConflict and changes nothing.
 func (s *Service) DecideAdjustment(ctx context.Context, id int64, approve bool, by string) (stock.Adjustment, error) {
 	var a stock.Adjustment
-	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+	err := s.store.InTx(ctx, func(tx Tx) error {
 		var err error
 		a, err = tx.DecideAdjustment(ctx, id, approve, by)
 		return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,10 +28,18 @@ func newService(t *testing.T) *app.Service {
 
 func newServiceWith(t *testing.T, opts combine.Options) *app.Service {
 	t.Helper()
+	svc, _ := newServiceAndPool(t, opts)
+	return svc
+}
+
+// newServiceAndPool is newServiceWith that also returns the pool, for a test that writes what
+// no use case would.
+func newServiceAndPool(t *testing.T, opts combine.Options) (*app.Service, *pgxpool.Pool) {
+	t.Helper()
 	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
 	svc := app.NewCombining(postgres.NewStore(pool), opts)
 	t.Cleanup(svc.Close)
-	return svc
+	return svc, pool
 }
 
 // mode is one way the lock path can run: combined or one request per transaction, on SKUs of
@@ -65,7 +74,7 @@ func line(sku string, n int64) stock.Line { return stock.Line{SKU: sku, Qty: sto
 
 func requireConsistent(t *testing.T, svc *app.Service) {
 	t.Helper()
-	diffs, err := svc.Store().Verify(context.Background())
+	diffs, err := svc.Verify(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, diffs, "verify found differences")
 }
@@ -93,7 +102,7 @@ func lockRace(t *testing.T, m mode) {
 			if res.Locked {
 				won.Add(1)
 			} else {
-				assert.Equal(t, postgres.RejectInsufficient, res.Reason)
+				assert.Equal(t, stock.RejectInsufficient, res.Reason)
 				lost.Add(1)
 			}
 		})
@@ -102,12 +111,12 @@ func lockRace(t *testing.T, m mode) {
 
 	assert.Equal(t, int64(100), won.Load())
 	assert.Equal(t, int64(400), lost.Load())
-	s, err := svc.Store().GetSKU(ctx, "CUP-1")
+	s, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), s.Available())
 	assert.Equal(t, int64(100), s.Locked)
 	var locks int
-	entries, err := svc.Store().Ledger(ctx, "CUP-1", 0, 1000)
+	entries, err := svc.Ledger(ctx, "CUP-1", 0, 1000)
 	require.NoError(t, err)
 	for _, e := range entries {
 		if e.Type == stock.ChangeLock {
@@ -131,7 +140,7 @@ func multiSKULocks(t *testing.T, m mode) {
 	m.createSKUs(t, svc, 60, skus...)
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(time.Hour)
-	results := make([]postgres.LockResult, 300)
+	results := make([]stock.LockResult, 300)
 	for i := range results {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(i), 7))
@@ -149,7 +158,7 @@ func multiSKULocks(t *testing.T, m mode) {
 
 	locked := map[string]int64{}
 	for _, res := range results {
-		held, err := svc.Store().Locks(ctx, res.OrderID)
+		held, err := svc.Locks(ctx, res.OrderID)
 		require.NoError(t, err)
 		if res.Locked {
 			assert.Len(t, held, len(res.Lines), "a locked order holds every line")
@@ -161,7 +170,7 @@ func multiSKULocks(t *testing.T, m mode) {
 		}
 	}
 	for _, s := range skus {
-		got, err := svc.Store().GetSKU(ctx, s)
+		got, err := svc.GetSKU(ctx, s)
 		require.NoError(t, err)
 		assert.Equal(t, locked[s], got.Locked, s)
 		assert.GreaterOrEqual(t, got.Available(), int64(0))
@@ -187,7 +196,7 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 			assert.Contains(t, err.Error(), "append-only")
 		})
 	}
-	entries, err := svc.Store().Ledger(ctx, "CUP-1", 0, 10)
+	entries, err := svc.Ledger(ctx, "CUP-1", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	assert.Equal(t, int64(10), entries[0].Qty)
@@ -262,7 +271,7 @@ func TestResolveOnce(t *testing.T) {
 				assert.Equal(t, st.state, res.State, "step %d state", i)
 				assert.Equal(t, st.relocked, res.Relocked, "step %d relocked", i)
 			}
-			got, err := svc.Store().GetSKU(ctx, "CUP-1")
+			got, err := svc.GetSKU(ctx, "CUP-1")
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got.Quantities)
 			requireConsistent(t, svc)
@@ -288,10 +297,10 @@ func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 	require.NoError(t, err, "a sale that cannot be made is an outcome: stock.sell_failed")
 	assert.Equal(t, app.SellFailedInsufficient, res2.Failed)
 	assert.False(t, res2.Applied)
-	locks, err := svc.Store().Locks(ctx, "late")
+	locks, err := svc.Locks(ctx, "late")
 	require.NoError(t, err)
 	assert.Equal(t, stock.StateReleased, locks[0].State())
-	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	got, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 2, Locked: 1}, got.Quantities)
 
@@ -321,7 +330,7 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, again.Duplicate)
 	assert.False(t, again.Locked)
-	assert.Equal(t, postgres.RejectInsufficient, again.Reason)
+	assert.Equal(t, stock.RejectInsufficient, again.Reason)
 
 	ok, err := svc.LockForOrder(ctx, nil, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
@@ -332,7 +341,7 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	assert.True(t, dup.Locked)
 	require.Len(t, dup.Lines, 1)
 
-	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	got, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 11, Locked: 1}, got.Quantities)
 	requireConsistent(t, svc)
@@ -354,7 +363,7 @@ func TestPurchaseIdempotency(t *testing.T) {
 	assert.ErrorIs(t, err, stock.ErrIdempotencyReuse)
 	_, _, err = svc.ReceivePurchase(ctx, "CUP-1", stock.MustQty(6), "po-7", "t", "")
 	assert.ErrorIs(t, err, stock.ErrInsufficientStock, "cannot receive more than is incoming")
-	got, err := svc.Store().GetSKU(ctx, "CUP-1")
+	got, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{Incoming: 5}, got.Quantities)
 	requireConsistent(t, svc)
@@ -375,7 +384,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 	require.NoError(t, err)
 	_, err = svc.DecideAdjustment(ctx, a.ID, true, "alice")
 	require.ErrorIs(t, err, stock.ErrSelfApproval)
-	got, _ := svc.Store().GetSKU(ctx, "CUP-1")
+	got, _ := svc.GetSKU(ctx, "CUP-1")
 	assert.Equal(t, int64(10), got.OnHand, "nothing moves before approval")
 	_, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
 	require.NoError(t, err)
@@ -399,7 +408,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st2.LedgerID)
 
-	got, err = svc.Store().GetSKU(ctx, "CUP-1")
+	got, err = svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 5, Locked: 4}, got.Quantities)
 	requireConsistent(t, svc)
@@ -414,16 +423,16 @@ func TestVerifyFindsAndRebuildRepairsAHandEditedSummary(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE sku_stock SET on_hand = 7, available = 7 WHERE sku = 'CUP-1'`)
 	require.NoError(t, err)
 
-	diffs, err := svc.Store().Verify(ctx)
+	diffs, err := svc.Verify(ctx)
 	require.NoError(t, err)
 	require.Len(t, diffs, 1)
-	assert.Equal(t, postgres.Difference{SKU: "CUP-1", Check: "ledger_fold", Field: "on_hand", Summary: 7, Expect: 10}, diffs[0])
+	assert.Equal(t, stock.Difference{SKU: "CUP-1", Check: "ledger_fold", Field: "on_hand", Summary: 7, Expect: 10}, diffs[0])
 
-	changed, err := svc.Store().Rebuild(ctx)
+	changed, err := svc.Rebuild(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"CUP-1"}, changed)
 	requireConsistent(t, svc)
-	changed, err = svc.Store().Rebuild(ctx)
+	changed, err = svc.Rebuild(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, changed)
 }

@@ -187,7 +187,7 @@ func (e *benchEnv) check(b *testing.B, path string) {
 	var oversold int
 	require.NoError(b, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM sku_stock WHERE available < 0 OR available <> on_hand - locked - sold`).Scan(&oversold))
 	require.Zero(b, oversold, "no oversell")
-	diffs, err := e.svc.Store().Verify(context.Background())
+	diffs, err := e.svc.Verify(context.Background())
 	require.NoError(b, err)
 	for _, d := range diffs {
 		if path == "naive" && d.Check == "locks" {

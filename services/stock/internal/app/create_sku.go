@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -13,7 +12,7 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, onHand int64, opera
 		return stock.SKUStock{}, stock.ErrBadQuantity
 	}
 	var out stock.SKUStock
-	err := s.store.InTx(ctx, func(tx *postgres.Tx) error {
+	err := s.store.InTx(ctx, func(tx Tx) error {
 		var err error
 		out, err = tx.CreateSKU(ctx, sku, onHand, operator)
 		return err

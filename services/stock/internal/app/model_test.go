@@ -255,12 +255,12 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			}
 		}
 		for _, s := range skus {
-			got, err := svc.Store().GetSKU(ctx, s)
+			got, err := svc.GetSKU(ctx, s)
 			require.NoError(t, err)
 			require.Equal(t, *m.qty[s], got.Quantities, "step %d (%s): %s", step, desc, s)
 			require.True(t, got.Valid(), "step %d: invariants of %s", step, s)
 		}
-		diffs, err := svc.Store().Verify(ctx)
+		diffs, err := svc.Verify(ctx)
 		require.NoError(t, err)
 		require.Empty(t, diffs, "step %d (%s)", step, desc)
 	}

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -27,7 +26,7 @@ func (s *Service) move(ctx context.Context, m stock.Movement, key, operator stri
 	if err := stock.ValidSKU(m.SKU); err != nil {
 		return e, false, err
 	}
-	err = s.store.InTx(ctx, func(tx *postgres.Tx) error {
+	err = s.store.InTx(ctx, func(tx Tx) error {
 		if e, dup, err = tx.Move(ctx, m, operator, key); err != nil || dup || m.Type != stock.ChangePurchaseInbound {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -21,7 +20,7 @@ func (s *Service) ReleaseLock(ctx context.Context, in *Inbound, orderID string, 
 	}
 	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
 		step: func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) },
-		settle: func(_ context.Context, _ *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
+		settle: func(_ context.Context, _ Tx, res *Resolution, err error) ([]events.Event, error) {
 			if errors.Is(err, stock.ErrNoLock) && !errors.Is(err, stock.ErrOrderUnknown) {
 				res.NoOp = "order holds no lock (rejected)"
 				return nil, nil

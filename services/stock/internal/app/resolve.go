@@ -7,7 +7,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
+	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -20,7 +20,7 @@ type resolveCall struct {
 	step     func(*stock.Lock) (stock.Movement, error)
 	// settle decides, inside the transaction, what the outcome emits; an error there fails
 	// this call alone (it must not come after stock moved: the batch is then rolled back).
-	settle func(ctx context.Context, tx *postgres.Tx, res *Resolution, err error) ([]events.Event, error)
+	settle func(ctx context.Context, tx Tx, res *Resolution, err error) ([]events.Event, error)
 	// paymentID is recorded as the payment that sold the order, when the step applied.
 	paymentID string
 }
@@ -34,19 +34,19 @@ func (s *Service) resolve(ctx context.Context, c resolveCall) (Resolution, error
 // resolveOrders moves the locks of a batch of orders in one transaction. A lock already past
 // the step (ErrAlreadyResolved) makes that call a reported no-op.
 func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]combine.Result[Resolution], error) {
-	units := make([]*unit, len(calls))
+	units := make([]*outbox.Unit, len(calls))
 	for i, c := range calls {
-		units[i] = &unit{ctx: c.ctx, in: c.in}
+		units[i] = &outbox.Unit{In: c.in}
 	}
 	out := make([]combine.Result[Resolution], len(calls))
 	written := make([][]stock.LedgerEntry, len(calls)) // their ids are known after the commit
-	err := s.inTx(ctx, units, func(tx *postgres.Tx, fresh []int) error {
+	err := s.store.InBatch(ctx, units, func(tx Tx, fresh []int) error {
 		ress := make([]Resolution, len(fresh))
-		ups := make([]postgres.LockUpdate, len(fresh))
+		ups := make([]stock.LockUpdate, len(fresh))
 		for k, i := range fresh {
 			c, res := calls[i], &ress[k]
 			res.OrderID = c.orderID
-			ups[k] = postgres.LockUpdate{OrderID: c.orderID, Operator: c.operator, Step: stepAll(res, c.step)}
+			ups[k] = stock.LockUpdate{OrderID: c.orderID, Operator: c.operator, Step: stepAll(res, c.step)}
 		}
 		results, err := tx.UpdateLocks(ctx, ups)
 		if err != nil {
@@ -63,18 +63,21 @@ func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]com
 			if res.Applied && c.paymentID != "" {
 				orders, payments = append(orders, c.orderID), append(payments, c.paymentID)
 			}
-			out[i].Value, units[i].events, units[i].err = *res, evs, err
+			out[i].Value, units[i].Err = *res, err
+			if err := s.emit(c.ctx, units[i], evs...); err != nil {
+				return err
+			}
 			written[i] = results[k].Entries
 		}
 		tx.RecordPayments(orders, payments)
 		return nil
 	})
 	for i, u := range units {
-		out[i].Value.Duplicate = u.dup
-		if u.dup {
+		out[i].Value.Duplicate = u.Dup
+		if u.Dup {
 			out[i].Value.OrderID = calls[i].orderID
 		}
-		out[i].Err = u.err
+		out[i].Err = u.Err
 		for _, e := range written[i] {
 			out[i].Value.Entries = append(out[i].Value.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
 		}
@@ -102,7 +105,7 @@ func stepAll(res *Resolution, step func(*stock.Lock) (stock.Movement, error)) fu
 }
 
 // outcome completes res from what UpdateLocks did and returns the error, if any.
-func outcome(res *Resolution, r postgres.LockUpdateResult) error {
+func outcome(res *Resolution, r stock.LockUpdateResult) error {
 	if errors.Is(r.Err, stock.ErrAlreadyResolved) {
 		res.Relocked = false
 		res.NoOp = fmt.Sprintf("locks already %s", res.State)

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -24,7 +23,7 @@ const (
 // error wrapping ErrOrderUnknown (retry later).
 func (s *Service) SellLocked(ctx context.Context, in *Inbound, orderID, paymentID, operator string) (Resolution, error) {
 	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, step: (*stock.Lock).Sell, paymentID: paymentID,
-		settle: func(ctx context.Context, tx *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
+		settle: func(ctx context.Context, tx Tx, res *Resolution, err error) ([]events.Event, error) {
 			failed := func(reason string) ([]events.Event, error) {
 				res.Failed = reason
 				return []events.Event{events.StockSellFailed{OrderID: orderID, PaymentID: paymentID, Reason: reason}}, nil

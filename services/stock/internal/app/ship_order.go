@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -22,8 +21,8 @@ func (s *Service) ShipOrder(ctx context.Context, in *Inbound, orderID, operator 
 }
 
 // emitWhenApplied is the settle of a step that emits ev when it moved stock.
-func emitWhenApplied(ev events.Event) func(context.Context, *postgres.Tx, *Resolution, error) ([]events.Event, error) {
-	return func(_ context.Context, _ *postgres.Tx, res *Resolution, err error) ([]events.Event, error) {
+func emitWhenApplied(ev events.Event) func(context.Context, Tx, *Resolution, error) ([]events.Event, error) {
+	return func(_ context.Context, _ Tx, res *Resolution, err error) ([]events.Event, error) {
 		if err != nil || !res.Applied {
 			return nil, err
 		}

@@ -19,7 +19,7 @@ import (
 // figures of each slot's last row.
 func slotAvailable(t *testing.T, svc *app.Service, sku string) map[int]int64 {
 	t.Helper()
-	entries, err := svc.Store().Ledger(context.Background(), sku, 0, 10000)
+	entries, err := svc.Ledger(context.Background(), sku, 0, 10000)
 	require.NoError(t, err)
 	out := map[int]int64{}
 	for _, e := range entries {
@@ -73,7 +73,7 @@ func TestALockSweepsEverySlotBeforeRefusing(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Locked, "sold out in every slot")
 
-	s, err := svc.Store().GetSKU(ctx, "HOT")
+	s, err := svc.GetSKU(ctx, "HOT")
 	require.NoError(t, err)
 	assert.Equal(t, int64(10), s.Locked)
 	requireConsistent(t, svc)
@@ -83,7 +83,7 @@ func TestALockSweepsEverySlotBeforeRefusing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = svc.ReleaseLock(ctx, nil, "one", stock.ChangeReleaseCancel, "test")
 	require.NoError(t, err)
-	s, err = svc.Store().GetSKU(ctx, "HOT")
+	s, err = svc.GetSKU(ctx, "HOT")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 10, Sold: 9}, s.Quantities)
 	requireConsistent(t, svc)
@@ -125,7 +125,7 @@ func TestFewerSlotsRetireRowsWithoutLosingLocks(t *testing.T) {
 	res, err := svc.LockForOrder(ctx, nil, "after", []stock.Line{line("HOT", 5)}, deadline, "test")
 	require.NoError(t, err)
 	assert.True(t, res.Locked, "units released in a retired slot are gathered too")
-	st, err = svc.Store().GetSKU(ctx, "HOT")
+	st, err = svc.GetSKU(ctx, "HOT")
 	require.NoError(t, err)
 	assert.Equal(t, stock.Quantities{OnHand: 8, Locked: 5, Sold: 3}, st.Quantities)
 	requireConsistent(t, svc)
@@ -171,7 +171,7 @@ func TestABatchFillsOrdersInArrivalOrder(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // arrival order; the batch waits for all three
 	}
 	wg.Wait()
-	s, err := svc.Store().GetSKU(ctx, "HOT")
+	s, err := svc.GetSKU(ctx, "HOT")
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), s.Available())
 	requireConsistent(t, svc)
@@ -190,7 +190,7 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 		_, err := svc.LockForOrder(ctx, nil, o, []stock.Line{line("HOT", 1)}, deadline, "test")
 		require.NoError(t, err)
 	}
-	in := func(id string) *app.Inbound { return &app.Inbound{Consumer: "stock-payment-succeeded", MessageID: id} }
+	in := func(id string) *app.Inbound { return &app.Inbound{Consumer: "stock-payment-succeeded", ID: id} }
 
 	var wg sync.WaitGroup
 	results := make([]app.Resolution, 4)
@@ -213,7 +213,7 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 	res, err := svc.SellLocked(ctx, in("m-x"), "unseen", "pay-unseen", "test")
 	require.NoError(t, err)
 	assert.True(t, res.Applied, "the redelivered message is fresh: its claim was withdrawn")
-	s, err := svc.Store().GetSKU(ctx, "HOT")
+	s, err := svc.GetSKU(ctx, "HOT")
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), s.Sold)
 	requireConsistent(t, svc)

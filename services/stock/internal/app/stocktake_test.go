@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -41,7 +41,7 @@ func fileStocktake(t *testing.T, svc *app.Service, counted int64) stock.Adjustme
 
 func lastLedgerID(t *testing.T, svc *app.Service) int64 {
 	t.Helper()
-	entries, err := svc.Store().Ledger(context.Background(), "CUP-1", 0, 1000)
+	entries, err := svc.Ledger(context.Background(), "CUP-1", 0, 1000)
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)
 	return entries[len(entries)-1].ID
@@ -71,14 +71,14 @@ func TestStocktakeKeepsAShipmentBetweenCountAndApproval(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, stock.AdjustmentApproved, a.State)
 			assert.Nil(t, a.LedgerID, "the count found no difference: no stocktake row")
-			got, err := svc.Store().GetSKU(ctx, "CUP-1")
+			got, err := svc.GetSKU(ctx, "CUP-1")
 			require.NoError(t, err)
 			assert.Equal(t, stock.Quantities{OnHand: 80}, got.Quantities, "on_hand stays 80, not 100")
 
 			over, err := svc.LockForOrder(ctx, nil, "o2", []stock.Line{line("CUP-1", 81)}, time.Now().Add(time.Hour), "t")
 			require.NoError(t, err)
 			assert.False(t, over.Locked, "81 units do not exist")
-			assert.Equal(t, postgres.RejectInsufficient, over.Reason)
+			assert.Equal(t, stock.RejectInsufficient, over.Reason)
 			all, err := svc.LockForOrder(ctx, nil, "o3", []stock.Line{line("CUP-1", 80)}, time.Now().Add(time.Hour), "t")
 			require.NoError(t, err)
 			assert.True(t, all.Locked, "80 units do")
@@ -104,11 +104,11 @@ func TestStocktakeKeepsAReceiptBetweenCountAndApproval(t *testing.T) {
 			a, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
 			require.NoError(t, err)
 			require.NotNil(t, a.LedgerID)
-			got, err := svc.Store().GetSKU(ctx, "CUP-1")
+			got, err := svc.GetSKU(ctx, "CUP-1")
 			require.NoError(t, err)
 			assert.Equal(t, stock.Quantities{OnHand: 107, Sold: 20}, got.Quantities)
 
-			entries, err := svc.Store().Ledger(ctx, "CUP-1", *a.LedgerID-1, 1)
+			entries, err := svc.Ledger(ctx, "CUP-1", *a.LedgerID-1, 1)
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
 			e := entries[0]
@@ -137,18 +137,18 @@ func TestStocktakeThatNoLongerFitsIsRefused(t *testing.T) {
 	res, err := svc.LockForOrder(ctx, nil, "o2", []stock.Line{line("CUP-1", 25)}, time.Now().Add(time.Hour), "t")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
-	before, err := svc.Store().GetSKU(ctx, "CUP-1")
+	before, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	last := lastLedgerID(t, svc)
 
 	_, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
 	require.ErrorIs(t, err, stock.ErrStocktakeConflict)
 
-	after, err := svc.Store().GetSKU(ctx, "CUP-1")
+	after, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, before.Quantities, after.Quantities)
 	assert.Equal(t, last, lastLedgerID(t, svc), "no ledger row")
-	stored, err := svc.Store().GetAdjustment(ctx, a.ID)
+	stored, err := svc.GetAdjustment(ctx, a.ID)
 	require.NoError(t, err)
 	assert.Equal(t, stock.AdjustmentPending, stored.State, "still pending: reject it and count again")
 	requireConsistent(t, svc)
@@ -158,9 +158,11 @@ func TestStocktakeThatNoLongerFitsIsRefused(t *testing.T) {
 // record the point (or before the migration) cannot be applied safely.
 func TestStocktakeFiledWithoutALedgerPointIsRefused(t *testing.T) {
 	ctx := context.Background()
-	svc := stocktakeSetup(t, modes[0])
+	svc, pool := newServiceAndPool(t, combine.Options{})
+	_, err := svc.CreateSKU(ctx, "CUP-1", 100, "t")
+	require.NoError(t, err)
 	var id int64
-	err := svc.Store().Pool().QueryRow(ctx, `INSERT INTO adjustment (sku, kind, counted, reason, requested_by)
+	err = pool.QueryRow(ctx, `INSERT INTO adjustment (sku, kind, counted, reason, requested_by)
 		VALUES ('CUP-1', 'stocktake', 100, 'old count', 'alice') RETURNING id`).Scan(&id)
 	require.NoError(t, err)
 	_, err = svc.DecideAdjustment(ctx, id, true, "bob")

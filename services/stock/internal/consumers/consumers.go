@@ -50,7 +50,7 @@ func combined(s natsx.ConsumerSpec) natsx.ConsumerSpec {
 }
 
 func inbound(consumer string, env events.Envelope) *app.Inbound {
-	return &app.Inbound{Consumer: consumer, MessageID: env.ID}
+	return &app.Inbound{Consumer: consumer, ID: env.ID}
 }
 
 // classify: an order stock has not seen yet may arrive later (retry); any other

@@ -12,38 +12,16 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// LockRequest asks to lock every line of one order or none. Lines must be normalized
-// (stock.NormalizeLines: merged and sorted by SKU).
-type LockRequest struct {
-	OrderID  string
-	Lines    []stock.Line
-	Deadline time.Time
-	Operator string
-}
-
-// LockResult is the outcome of an order's lock request.
-type LockResult struct {
-	OrderID   string
-	Locked    bool
-	Reason    string // why it was rejected: insufficient_stock | unknown_sku
-	SKU       string // the first line that did not fit
-	Lines     []stock.Line
-	Deadline  time.Time
-	Duplicate bool // the order had been seen: this is the first outcome, nothing changed now
-}
-
-// Rejection reasons recorded for an order whose lines could not all be locked.
-const (
-	RejectInsufficient = "insufficient_stock"
-	RejectUnknownSKU   = "unknown_sku"
-	RejectInvalidOrder = "invalid_order" // lines stock cannot parse (bad SKU, quantity out of range)
-)
+// RejectUnknownSKU is stock.RejectUnknownSKU.
+//
+// Deprecated: use stock.RejectUnknownSKU.
+const RejectUnknownSKU = stock.RejectUnknownSKU
 
 // LockOrders locks many orders at once, each all or none, in the order given: an order that
 // does not fit is rejected and the next one is tried. An order seen before (or twice in reqs)
 // returns its first outcome with Duplicate set. A rejection is an outcome, not an error; the
 // error is for the batch as a whole.
-func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, error) {
+func (t *Tx) LockOrders(ctx context.Context, reqs []stock.LockRequest) ([]stock.LockResult, error) {
 	fresh, err := t.claimOrders(ctx, reqs)
 	if err != nil {
 		return nil, err
@@ -64,11 +42,11 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 	if err != nil {
 		return nil, fmt.Errorf("lock %d orders: %w", len(groups), err)
 	}
-	results := make([]LockResult, len(reqs))
+	results := make([]stock.LockResult, len(reqs))
 	var locks, rejects rowSet
 	for k, i := range taken {
 		r := reqs[i]
-		res := LockResult{OrderID: r.OrderID, Lines: r.Lines, Deadline: r.Deadline}
+		res := stock.LockResult{OrderID: r.OrderID, Lines: r.Lines, Deadline: r.Deadline}
 		var merr *stock.MovementError
 		switch {
 		case errs[k] == nil:
@@ -80,9 +58,9 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []LockRequest) ([]LockResult, 
 				}
 			}
 		case errors.As(errs[k], &merr):
-			res.Reason, res.SKU = RejectInsufficient, merr.SKU
+			res.Reason, res.SKU = stock.RejectInsufficient, merr.SKU
 			if errors.Is(merr, stock.ErrUnknownSKU) {
-				res.Reason = RejectUnknownSKU
+				res.Reason = stock.RejectUnknownSKU
 			}
 			rejects.add(r.OrderID, res.SKU, 0, time.Time{})
 			rejects.values = append(rejects.values, res.Reason)
@@ -131,7 +109,7 @@ func (r *rowSet) add(order, sku string, qty int64, deadline time.Time) {
 // claimOrders records each new order as locked (a rejection overwrites that before commit) and
 // tells which requests claimed their order now. The claims are taken in order id order: a
 // concurrent batch with the same order waits here for this one to commit.
-func (t *Tx) claimOrders(ctx context.Context, reqs []LockRequest) ([]bool, error) {
+func (t *Tx) claimOrders(ctx context.Context, reqs []stock.LockRequest) ([]bool, error) {
 	ids := make([]string, len(reqs))
 	deadlines := make([]time.Time, len(reqs))
 	for i, r := range reqs {
@@ -160,8 +138,8 @@ func (t *Tx) claimOrders(ctx context.Context, reqs []LockRequest) ([]bool, error
 }
 
 // lockOutcome reads the first outcome recorded for an order.
-func (t *Tx) lockOutcome(ctx context.Context, orderID string) (LockResult, error) {
-	res := LockResult{OrderID: orderID, Duplicate: true}
+func (t *Tx) lockOutcome(ctx context.Context, orderID string) (stock.LockResult, error) {
+	res := stock.LockResult{OrderID: orderID, Duplicate: true}
 	var outcome string
 	var reason, sku *string
 	err := t.tx.QueryRow(ctx, `SELECT outcome, reject_reason, reject_sku, deadline FROM order_lock WHERE order_id = $1`, orderID).
@@ -224,27 +202,12 @@ func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) 
 	return locks, nil
 }
 
-// LockUpdate asks to move one order's locks: Step transitions them and says which movements
-// that makes.
-type LockUpdate struct {
-	OrderID  string
-	Operator string
-	Step     func([]*stock.Lock) ([]stock.Movement, error)
-}
-
-// LockUpdateResult is what one LockUpdate did: the ledger rows written (ids are filled in at
-// commit), or the error that left the order unchanged.
-type LockUpdateResult struct {
-	Entries []stock.LedgerEntry
-	Err     error
-}
-
 // UpdateLocks is the one way orders' locks change. It takes the lock rows of every order FOR
 // UPDATE (in order and SKU order), lets each Step transition its order's locks, applies each
 // order's movements all or none (moveGroups), and stores the new states. Each result's Err is
 // ErrNoLock (wrapping ErrOrderUnknown when stock never saw the order), the Step's error, or a
 // MovementError; the returned error is for the batch as a whole. An order must appear once.
-func (t *Tx) UpdateLocks(ctx context.Context, ups []LockUpdate) ([]LockUpdateResult, error) {
+func (t *Tx) UpdateLocks(ctx context.Context, ups []stock.LockUpdate) ([]stock.LockUpdateResult, error) {
 	ids := make([]string, len(ups))
 	for i, u := range ups {
 		ids[i] = u.OrderID
@@ -253,7 +216,7 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []LockUpdate) ([]LockUpdateRes
 	if err != nil {
 		return nil, err
 	}
-	results := make([]LockUpdateResult, len(ups))
+	results := make([]stock.LockUpdateResult, len(ups))
 	var unseen []int // orders without lock rows: rejected, or not seen yet
 	groups := make([]group, 0, len(ups))
 	var stepped []int
@@ -330,7 +293,7 @@ func slotOf(locks []heldLock, sku string) int {
 // explainNoLock sets ErrNoLock on the results of orders without lock rows, wrapping
 // ErrOrderUnknown for those stock has never seen (their order.created may still come) and
 // answering ErrOrderUnknown alone for those whose locks committed after locksOf read them.
-func (t *Tx) explainNoLock(ctx context.Context, ups []LockUpdate, unseen []int, results []LockUpdateResult) error {
+func (t *Tx) explainNoLock(ctx context.Context, ups []stock.LockUpdate, unseen []int, results []stock.LockUpdateResult) error {
 	if len(unseen) == 0 {
 		return nil
 	}

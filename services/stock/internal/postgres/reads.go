@@ -11,21 +11,9 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// OrderOutcome is what stock knows of an order: the outcome of its lock request, the payment
-// that sold it, and its lock rows.
-type OrderOutcome struct {
-	OrderID      string
-	Outcome      string // locked | rejected
-	RejectReason string
-	RejectSKU    string
-	PaidBy       string // the payment that sold the locks; "" when none did
-	Deadline     time.Time
-	Locks        []*stock.Lock
-}
-
 // GetOrderOutcome reads an order's outcome; stock.ErrOrderUnknown when stock never saw it.
-func (s *Store) GetOrderOutcome(ctx context.Context, orderID string) (OrderOutcome, error) {
-	o := OrderOutcome{OrderID: orderID}
+func (s *Store) GetOrderOutcome(ctx context.Context, orderID string) (stock.OrderOutcome, error) {
+	o := stock.OrderOutcome{OrderID: orderID}
 	var reason, sku, paidBy *string
 	err := s.pool.QueryRow(ctx, `SELECT outcome, reject_reason, reject_sku, payment_id, deadline FROM order_lock WHERE order_id = $1`, orderID).
 		Scan(&o.Outcome, &reason, &sku, &paidBy, &o.Deadline)

@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -27,6 +29,11 @@ var Schema = postgres.MigrationsSchema("stock", migrations)
 // Store is the stock database.
 type Store struct{ pool *pgxpool.Pool }
 
+var (
+	_ app.Store = (*Store)(nil)
+	_ app.Tx    = (*Tx)(nil)
+)
+
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
@@ -37,23 +44,16 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // whose results nothing waits for are staged and sent in one round trip before the commit.
 type Tx struct {
 	tx     pgx.Tx
-	staged pgx.Batch
+	staged *pgx.Batch
 }
-
-// PgxTx exposes the transaction to the shared outbox and inbox writers.
-func (t *Tx) PgxTx() pgx.Tx { return t.tx }
-
-// Staged is the batch of writes sent just before the commit; pkg writers queue on it
-// (outbox.Stage).
-func (t *Tx) Staged() *pgx.Batch { return &t.staged }
 
 // flush sends the staged writes now, for a read that must see them.
 func (t *Tx) flush(ctx context.Context) error {
 	if t.staged.Len() == 0 {
 		return nil
 	}
-	err := t.tx.SendBatch(ctx, &t.staged).Close()
-	t.staged = pgx.Batch{}
+	err := t.tx.SendBatch(ctx, t.staged).Close()
+	*t.staged = pgx.Batch{}
 	if err != nil {
 		return fmt.Errorf("staged writes: %w", err)
 	}
@@ -61,13 +61,21 @@ func (t *Tx) flush(ctx context.Context) error {
 }
 
 // InTx runs fn in one transaction, committed when fn returns nil (after the staged writes).
-func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
+func (s *Store) InTx(ctx context.Context, fn func(app.Tx) error) error {
 	return postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		t := &Tx{tx: tx}
+		t := &Tx{tx: tx, staged: &pgx.Batch{}}
 		if err := fn(t); err != nil {
 			return err
 		}
 		return t.flush(ctx)
+	})
+}
+
+// InBatch runs units in one transaction of outbox.Batch: fn's staged writes go in the round
+// trip that withdraws the failed units' claims and writes the outbox, just before the commit.
+func (s *Store) InBatch(ctx context.Context, units []*outbox.Unit, fn func(tx app.Tx, fresh []int) error) error {
+	return outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
+		return fn(&Tx{tx: tx, staged: b}, fresh)
 	})
 }
 

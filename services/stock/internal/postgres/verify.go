@@ -8,18 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// Difference is one disagreement between a SKU's summary and the record it must equal.
-type Difference struct {
-	SKU     string `json:"sku"`
-	Slot    int    `json:"slot"`
-	Check   string `json:"check"` // ledger_fold | locks | ledger_chain
-	Field   string `json:"field"`
-	Summary int64  `json:"summary"`
-	Expect  int64  `json:"expected"`
-	Detail  string `json:"detail,omitempty"`
-}
+// Difference is stock.Difference.
+//
+// Deprecated: use stock.Difference.
+type Difference = stock.Difference
 
 // foldSQL folds the ledger of every slot of every SKU: the sum of each figure's
 // after-minus-before.
@@ -49,8 +44,8 @@ SELECT sku, slot, id, on_hand_before, locked_before, sold_before, incoming_befor
 // Verify compares every slot of every SKU with the fold of its ledger rows and with its lock
 // rows (locked and sold equal the units of locks in those states), and checks that each ledger
 // row starts where the previous one of its slot ended. It returns every difference; none means consistent.
-func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
-	var diffs []Difference
+func (s *Store) Verify(ctx context.Context) ([]stock.Difference, error) {
+	var diffs []stock.Difference
 	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// One snapshot for both queries, so a concurrent movement cannot look like a difference.
 		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`); err != nil {
@@ -66,8 +61,8 @@ func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
 	return diffs, nil
 }
 
-func verify(ctx context.Context, tx pgx.Tx) ([]Difference, error) {
-	diffs := []Difference{}
+func verify(ctx context.Context, tx pgx.Tx) ([]stock.Difference, error) {
+	diffs := []stock.Difference{}
 	rows, err := tx.Query(ctx, foldSQL)
 	if err != nil {
 		return nil, err
@@ -83,14 +78,14 @@ func verify(ctx context.Context, tx pgx.Tx) ([]Difference, error) {
 		}
 		for i, field := range []string{"on_hand", "locked", "sold", "incoming"} {
 			if sum[i] != fold[i] {
-				diffs = append(diffs, Difference{SKU: sku, Slot: slot, Check: "ledger_fold", Field: field, Summary: sum[i], Expect: fold[i]})
+				diffs = append(diffs, stock.Difference{SKU: sku, Slot: slot, Check: "ledger_fold", Field: field, Summary: sum[i], Expect: fold[i]})
 			}
 		}
 		if sum[1] != lockLocked {
-			diffs = append(diffs, Difference{SKU: sku, Slot: slot, Check: "locks", Field: "locked", Summary: sum[1], Expect: lockLocked})
+			diffs = append(diffs, stock.Difference{SKU: sku, Slot: slot, Check: "locks", Field: "locked", Summary: sum[1], Expect: lockLocked})
 		}
 		if sum[2] != lockSold {
-			diffs = append(diffs, Difference{SKU: sku, Slot: slot, Check: "locks", Field: "sold", Summary: sum[2], Expect: lockSold})
+			diffs = append(diffs, stock.Difference{SKU: sku, Slot: slot, Check: "locks", Field: "sold", Summary: sum[2], Expect: lockSold})
 		}
 	}
 	rows.Close()
@@ -112,7 +107,7 @@ func verify(ctx context.Context, tx pgx.Tx) ([]Difference, error) {
 		}
 		for i, field := range []string{"on_hand", "locked", "sold", "incoming"} {
 			if b[i] != p[i] {
-				diffs = append(diffs, Difference{SKU: sku, Slot: slot, Check: "ledger_chain", Field: field, Summary: b[i], Expect: p[i],
+				diffs = append(diffs, stock.Difference{SKU: sku, Slot: slot, Check: "ledger_chain", Field: field, Summary: b[i], Expect: p[i],
 					Detail: fmt.Sprintf("ledger row %d starts at %d, the previous row ended at %d", id, b[i], p[i])})
 			}
 		}

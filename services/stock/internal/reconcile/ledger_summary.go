@@ -8,33 +8,33 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
-	"github.com/stockflow/stockflow/services/stock/internal/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
 // LedgerSummary is job 5: every SKU's summary against the fold of its ledger and its lock
-// rows (postgres.Store.Verify), each difference reported with both figures. Repair rebuilds
-// the summaries from the ledger (Store.Rebuild: the ledger wins) when a ledger_fold
+// rows (Service.Verify), each difference reported with both figures. Repair rebuilds
+// the summaries from the ledger (Service.Rebuild: the ledger wins) when a ledger_fold
 // difference was found; a difference a rebuild cannot fix (lock rows that disagree with the
 // ledger, a broken ledger chain) stays a finding for a human.
 func LedgerSummary(svc *app.Service, interval time.Duration) reconcile.Job {
 	return reconcile.Job{Name: "ledger_summary", Interval: interval, Run: func(ctx context.Context, mode reconcile.Mode) (reconcile.Result, error) {
 		var res reconcile.Result
-		diffs, err := svc.Store().Verify(ctx)
+		diffs, err := svc.Verify(ctx)
 		if err != nil {
 			return res, err
 		}
-		if res.Checked, err = svc.Store().CountSKUs(ctx); err != nil {
+		if res.Checked, err = svc.CountSKUs(ctx); err != nil {
 			return res, err
 		}
 		var rebuilt []string
-		if mode == reconcile.Repair && slices.ContainsFunc(diffs, func(d postgres.Difference) bool { return d.Check == "ledger_fold" }) {
-			if rebuilt, err = svc.Store().Rebuild(ctx); err != nil {
+		if mode == reconcile.Repair && slices.ContainsFunc(diffs, func(d stock.Difference) bool { return d.Check == "ledger_fold" }) {
+			if rebuilt, err = svc.Rebuild(ctx); err != nil {
 				return res, err
 			}
 		}
 		left := map[string]bool{}
 		if len(rebuilt) > 0 {
-			after, err := svc.Store().Verify(ctx)
+			after, err := svc.Verify(ctx)
 			if err != nil {
 				return res, err
 			}

@@ -26,7 +26,7 @@ var terminal = map[string]bool{"closed": true, "cancelled": true, "rejected": tr
 func OrphanLocks(svc *app.Service, client *http.Client, orderURL string, interval, age time.Duration, batch int) reconcile.Job {
 	base := strings.TrimSuffix(orderURL, "/")
 	return reconcile.Job{Name: "orphan_locks", Interval: interval, Run: func(ctx context.Context, mode reconcile.Mode) (reconcile.Result, error) {
-		n, orders, err := svc.Store().HeldOrders(ctx, time.Now().Add(-age), batch)
+		n, orders, err := svc.HeldOrders(ctx, time.Now().Add(-age), batch)
 		res := reconcile.Result{Checked: n}
 		if err != nil {
 			return res, err

@@ -56,10 +56,10 @@ func orderIDs(fs []pkgreconcile.Finding) []string {
 // requireAddsUp checks the SKU's figures and that the ledger fold equals every summary.
 func requireAddsUp(t *testing.T, svc *app.Service, sku string, onHand, locked, sold int64) {
 	t.Helper()
-	s, err := svc.Store().GetSKU(context.Background(), sku)
+	s, err := svc.GetSKU(context.Background(), sku)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{onHand, locked, sold, onHand - locked - sold}, []int64{s.OnHand, s.Locked, s.Sold, s.Available()})
-	diffs, err := svc.Store().Verify(context.Background())
+	diffs, err := svc.Verify(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, diffs)
 }
@@ -99,7 +99,7 @@ func TestOverdueLocksReleasesWhatTheTimerMissed(t *testing.T) {
 	assert.Equal(t, []string{"o-late"}, orderIDs(repair.Findings))
 	assert.Equal(t, 1, repair.Repaired)
 	requireAddsUp(t, svc, "CUP-1", 10, 2, 0)
-	ledger, err := svc.Store().Ledger(ctx, "CUP-1", 0, 100)
+	ledger, err := svc.Ledger(ctx, "CUP-1", 0, 100)
 	require.NoError(t, err)
 	last := ledger[len(ledger)-1]
 	assert.Equal(t, []any{stock.ChangeReleaseTimeout, "o-late", reconcile.Operator}, []any{last.Type, last.OrderID, last.Operator})
@@ -107,7 +107,7 @@ func TestOverdueLocksReleasesWhatTheTimerMissed(t *testing.T) {
 
 	again := run(t, r, "overdue_locks", pkgreconcile.Check)
 	assert.Zero(t, again.Found)
-	locks, err := svc.Store().Locks(ctx, "o-open")
+	locks, err := svc.Locks(ctx, "o-open")
 	require.NoError(t, err)
 	assert.Equal(t, stock.StateLocked, locks[0].State(), "a lock within its deadline is left alone")
 }
