@@ -1,14 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
-
-	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -16,92 +11,58 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
-// codes maps every error a use case returns to its HTTP status and stable code: the one place
+// Codes the decoders and endpoints answer with themselves, as well as through errs.
+var (
+	codeInvalidQuery          = httpx.NewCode(http.StatusBadRequest, "invalid_query")
+	codeInvalidPaymentTimeout = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_timeout")
+	codeInvalidPaymentWindow  = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_window")
+	codeInvalidReason         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_reason")
+	codeInvalidSKU            = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_sku")
+	codeInvalidUnitPrice      = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_unit_price")
+	codeInvalidCurrency       = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_currency")
+	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, "order_not_found")
+)
+
+// errs maps every error a use case returns to its HTTP status and stable code: the one place
 // that does. Request-shape errors (malformed_json, body_too_large, unreadable_body) come from
 // httpx as *httpx.Error already.
-var codes = []struct {
-	err    error
-	status int
-	code   string
-}{
-	{app.ErrMissingIdempotencyKey, http.StatusBadRequest, "missing_idempotency_key"},
-	{app.ErrInvalidIdempotencyKey, http.StatusBadRequest, "invalid_idempotency_key"},
-	{app.ErrIdempotencyConflict, http.StatusConflict, "idempotency_conflict"},
-	{order.ErrInvalidBuyer, http.StatusUnprocessableEntity, "invalid_buyer_id"},
-	{order.ErrInvalidItems, http.StatusUnprocessableEntity, "invalid_items"},
-	{order.ErrInvalidSKU, http.StatusUnprocessableEntity, "invalid_sku"},
-	{order.ErrInvalidQty, http.StatusUnprocessableEntity, "invalid_qty"},
-	{order.ErrInvalidPrice, http.StatusUnprocessableEntity, "invalid_unit_price"},
-	{order.ErrDuplicateSKU, http.StatusUnprocessableEntity, "duplicate_sku"},
-	{order.ErrTotalOverflow, http.StatusUnprocessableEntity, "total_overflow"},
-	{order.ErrInvalidCurrency, http.StatusUnprocessableEntity, "invalid_currency"},
-	{order.ErrInvalidTimeout, http.StatusUnprocessableEntity, "invalid_payment_timeout"},
-	{order.ErrInvalidReason, http.StatusUnprocessableEntity, "invalid_reason"},
-	{app.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
-	{app.ErrNotForSale, http.StatusUnprocessableEntity, "sku_not_for_sale"},
-	{app.ErrPriceMismatch, http.StatusConflict, "price_mismatch"},
-	{app.ErrCurrencyMismatch, http.StatusUnprocessableEntity, "currency_mismatch"},
-	{app.ErrPaymentTimeoutTooLong, http.StatusUnprocessableEntity, "payment_timeout_too_long"},
-	{catalog.ErrInvalidSKU, http.StatusUnprocessableEntity, "invalid_sku"},
-	{catalog.ErrInvalidPrice, http.StatusUnprocessableEntity, "invalid_unit_price"},
-	{catalog.ErrInvalidCurrency, http.StatusUnprocessableEntity, "invalid_currency"},
-	{catalog.ErrInvalidWindow, http.StatusUnprocessableEntity, "invalid_payment_window"},
-	{catalog.ErrInvalidOperator, http.StatusUnprocessableEntity, "invalid_operator"},
-	{catalog.ErrNotFound, http.StatusNotFound, "price_not_found"},
-	// Errors from the store carry its operation names; the client sees the message from the
-	// sentinel on. Validation errors keep their whole text: it names the offending line.
-	{order.ErrNotFound, http.StatusNotFound, "order_not_found"},
-	{order.ErrInvalidTransition, http.StatusConflict, "invalid_transition"},
-}
+//
+// Validation errors keep their whole text: it names the offending line. Errors from the store
+// carry its operation names; for a 404 or 409 the client reads the message from the sentinel on.
+var errs = httpx.Table{Rules: []httpx.Rule{
+	{Err: app.ErrMissingIdempotencyKey, Code: httpx.NewCode(http.StatusBadRequest, "missing_idempotency_key")},
+	{Err: app.ErrInvalidIdempotencyKey, Code: httpx.NewCode(http.StatusBadRequest, "invalid_idempotency_key")},
+	{Err: app.ErrIdempotencyConflict, Code: httpx.NewCode(http.StatusConflict, "idempotency_conflict"), Message: httpx.FromSentinel},
+	{Err: order.ErrInvalidBuyer, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_buyer_id")},
+	{Err: order.ErrInvalidItems, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_items")},
+	{Err: order.ErrInvalidSKU, Code: codeInvalidSKU},
+	{Err: order.ErrInvalidQty, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_qty")},
+	{Err: order.ErrInvalidPrice, Code: codeInvalidUnitPrice},
+	{Err: order.ErrDuplicateSKU, Code: httpx.NewCode(http.StatusUnprocessableEntity, "duplicate_sku")},
+	{Err: order.ErrTotalOverflow, Code: httpx.NewCode(http.StatusUnprocessableEntity, "total_overflow")},
+	{Err: order.ErrInvalidCurrency, Code: codeInvalidCurrency},
+	{Err: order.ErrInvalidTimeout, Code: codeInvalidPaymentTimeout},
+	{Err: order.ErrInvalidReason, Code: codeInvalidReason},
+	{Err: app.ErrRateLimited, Code: httpx.NewCode(http.StatusTooManyRequests, "rate_limited"), Header: retryAfter},
+	{Err: app.ErrNotForSale, Code: httpx.NewCode(http.StatusUnprocessableEntity, "sku_not_for_sale")},
+	{Err: app.ErrPriceMismatch, Code: httpx.NewCode(http.StatusConflict, "price_mismatch"), Message: httpx.FromSentinel},
+	{Err: app.ErrCurrencyMismatch, Code: httpx.NewCode(http.StatusUnprocessableEntity, "currency_mismatch")},
+	{Err: app.ErrPaymentTimeoutTooLong, Code: httpx.NewCode(http.StatusUnprocessableEntity, "payment_timeout_too_long")},
+	{Err: catalog.ErrInvalidSKU, Code: codeInvalidSKU},
+	{Err: catalog.ErrInvalidPrice, Code: codeInvalidUnitPrice},
+	{Err: catalog.ErrInvalidCurrency, Code: codeInvalidCurrency},
+	{Err: catalog.ErrInvalidWindow, Code: codeInvalidPaymentWindow},
+	{Err: catalog.ErrInvalidOperator, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_operator")},
+	{Err: catalog.ErrNotFound, Code: httpx.NewCode(http.StatusNotFound, "price_not_found"), Message: httpx.FromSentinel},
+	{Err: order.ErrNotFound, Code: codeOrderNotFound, Message: httpx.FromSentinel},
+	{Err: order.ErrInvalidTransition, Code: httpx.NewCode(http.StatusConflict, "invalid_transition"), Message: httpx.FromSentinel},
+}}
 
-func mapError(err error) *httpx.Error {
-	for _, c := range codes {
-		if errors.Is(err, c.err) {
-			msg := err.Error()
-			if c.status == http.StatusNotFound || c.status == http.StatusConflict {
-				msg = fromSentinel(err, c.err)
-			}
-			return &httpx.Error{Status: c.status, Code: c.code, Message: msg}
-		}
+// retryAfter is the Retry-After header (whole seconds) of a rate-limited request.
+func retryAfter(err error) http.Header {
+	var limited *app.RateLimitError
+	if !errors.As(err, &limited) {
+		return nil
 	}
-	return nil
-}
-
-// fromSentinel is the part of err from the sentinel on ("invalid transition: cannot ship an order
-// that is pending"), without the operation names wrapped around it for the logs.
-func fromSentinel(err, sentinel error) string {
-	s := err.Error()
-	if i := strings.Index(s, sentinel.Error()); i > 0 {
-		return s[i:]
-	}
-	return s
-}
-
-func invalid(code, format string, args ...any) error {
-	return httpx.Errorf(http.StatusUnprocessableEntity, code, format, args...)
-}
-
-func notFound(id string) error {
-	return httpx.Errorf(http.StatusNotFound, "order_not_found", "no order %q", id)
-}
-
-// encodeError is httpx's error encoder — the contract's JSON body, a 5xx logged — plus the
-// Retry-After header (whole seconds) of a rate-limited request, which httpx.Error cannot carry.
-func encodeError(log *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var he *httpx.Error
-		if !errors.As(err, &he) {
-			if he = mapError(err); he == nil {
-				he = &httpx.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
-			}
-		}
-		if he.Status >= 500 {
-			log.ErrorContext(ctx, "request failed", "err", err)
-		}
-		var limited *app.RateLimitError
-		if errors.As(err, &limited) {
-			w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfterSeconds()))
-		}
-		httpx.WriteError(w, he)
-	}
+	return http.Header{"Retry-After": {strconv.Itoa(limited.RetryAfterSeconds())}}
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,25 +13,13 @@ import (
 	"github.com/stockflow/stockflow/pkg/httpx"
 )
 
-// clientStatus is the status a client gets for err: its *httpx.Error, else errors.go's
-// mapping, else 500.
-func clientStatus(err error) int {
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return he.Status
-	}
-	if he := mapError(err); he != nil {
-		return he.Status
-	}
-	return http.StatusInternalServerError
-}
-
 // FuzzDecoders feeds arbitrary bodies, order ids, queries and Idempotency-Keys to every
 // request decoder of the order API, as a buyer and as staff. Properties: no decoder panics,
 // and every error is a 4xx (bad input is never a 500).
 func FuzzDecoders(f *testing.F) {
 	decoders := map[string]kithttp.DecodeRequestFunc{
-		"placeOrder": decodePlaceOrder, "orderID": decodeOrderID, "listOrders": decodeListOrders, "orderAction": decodeOrderAction,
+		"placeOrder": httpx.Decoder(decodePlaceOrder), "orderID": httpx.Decoder(decodeOrderID),
+		"listOrders": httpx.Decoder(decodeListOrders), "orderAction": httpx.Decoder(decodeOrderAction),
 	}
 	seeds := []struct {
 		body, id, query, key string
@@ -73,7 +60,7 @@ func FuzzDecoders(f *testing.F) {
 			r.Header.Set("Idempotency-Key", key)
 			r.SetPathValue("id", id)
 			if _, err := decode(ctx, r); err != nil {
-				if s := clientStatus(err); s < 400 || s > 499 {
+				if s := errs.Error(err).Status; s < 400 || s > 499 {
 					t.Fatalf("%s: bad input answered %d: %v", name, s, err)
 				}
 			}

@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -41,27 +38,28 @@ import (
 // reads a price.
 func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
-	opts := append(httpx.ServerOptions(log, mapError), kithttp.ServerErrorEncoder(encodeError(log)))
-	route := func(pattern string, roles []auth.Role, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(pattern, v.Require(kithttp.NewServer(ep, dec, encode, opts...), roles...))
-	}
+	t := httpx.Transport{Log: log, Errors: errs}
+	e := endpoints{svc}
 	var (
 		readers = append([]auth.Role{auth.Buyer}, auth.Readers...)
 		cancel  = []auth.Role{auth.Buyer, auth.Operator, auth.Admin}
 		ops     = []auth.Role{auth.Operator, auth.Admin}
 	)
-	route("POST /v1/orders", []auth.Role{auth.Buyer}, placeOrder(svc), decodePlaceOrder)
-	route("GET /v1/orders/{id}", readers, getOrder(svc), decodeOrderID)
-	route("GET /v1/orders", readers, listOrders(svc), decodeListOrders)
-	route("POST /v1/orders/{id}/cancel", cancel, cancelOrder(svc), decodeOrderAction)
-	route("POST /v1/orders/{id}/refund", ops, refundOrder(svc), decodeOrderAction)
-	route("POST /v1/orders/{id}/ship", ops, shipOrder(svc), decodeOrderAction)
-	route("PUT /v1/prices/{sku}", ops, putPrice(svc), decodePutPrice)
-	route("GET /v1/prices/{sku}", auth.Roles, getPrice(svc), decodeSKU)
+	mux.Handle("POST /v1/orders", v.Require(httpx.Server(t, decodePlaceOrder, e.placeOrder), auth.Buyer))
+	mux.Handle("GET /v1/orders/{id}", v.Require(httpx.Server(t, decodeOrderID, e.getOrder), readers...))
+	mux.Handle("GET /v1/orders", v.Require(httpx.Server(t, decodeListOrders, e.listOrders), readers...))
+	mux.Handle("POST /v1/orders/{id}/cancel", v.Require(httpx.Server(t, decodeOrderAction, e.cancelOrder), cancel...))
+	mux.Handle("POST /v1/orders/{id}/refund", v.Require(httpx.Server(t, decodeOrderAction, e.refundOrder), ops...))
+	mux.Handle("POST /v1/orders/{id}/ship", v.Require(httpx.Server(t, decodeOrderAction, e.shipOrder), ops...))
+	mux.Handle("PUT /v1/prices/{sku}", v.Require(httpx.Server(t, decodePutPrice, e.putPrice), ops...))
+	mux.Handle("GET /v1/prices/{sku}", v.Require(httpx.Server(t, decodeSKU, e.getPrice), auth.Roles...))
 	httpx.Health(mux, ready)
 	httpx.NotFound(mux)
 	return mux
 }
+
+// endpoints are the API's use cases, one method per route.
+type endpoints struct{ svc *app.Service }
 
 // --- views ---
 
@@ -98,6 +96,19 @@ type orderView struct {
 // StatusCode implements httpx.StatusCoder.
 func (v orderView) StatusCode() int { return max(v.status, http.StatusOK) }
 
+// Headers implements httpx.Headerer: a new order gets a Location, a replayed one
+// Idempotent-Replayed.
+func (v orderView) Headers() http.Header {
+	h := http.Header{}
+	if v.status == http.StatusCreated {
+		h.Set("Location", "/v1/orders/"+v.OrderID)
+	}
+	if v.replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	return h
+}
+
 func viewOrder(o *order.Order) orderView {
 	items := o.Items()
 	v := orderView{
@@ -118,19 +129,6 @@ func viewOrder(o *order.Order) orderView {
 	return v
 }
 
-// encode writes the response; a new order gets a Location, a replayed one Idempotent-Replayed.
-func encode(ctx context.Context, w http.ResponseWriter, resp any) error {
-	if v, ok := resp.(orderView); ok {
-		if v.status == http.StatusCreated {
-			w.Header().Set("Location", "/v1/orders/"+v.OrderID)
-		}
-		if v.replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-	}
-	return httpx.EncodeJSON(ctx, w, resp)
-}
-
 // --- place ---
 
 type placeOrderBody struct {
@@ -140,17 +138,17 @@ type placeOrderBody struct {
 	PaymentTimeout *string           `json:"payment_timeout"`
 }
 
-func decodePlaceOrder(ctx context.Context, r *http.Request) (any, error) {
+func decodePlaceOrder(ctx context.Context, r *http.Request) (app.PlaceOrderRequest, error) {
 	var body placeOrderBody
 	if err := httpx.DecodeJSON(r, &body); err != nil {
-		return nil, err
+		return app.PlaceOrderRequest{}, err
 	}
 	// The buyer is the token's; a body naming another is refused, an empty one is filled in.
 	buyer := auth.FromContext(ctx).BuyerID
 	if body.BuyerID == "" {
 		body.BuyerID = buyer
 	} else if body.BuyerID != buyer {
-		return nil, auth.Forbidden("buyer_id %q is not the token's buyer", body.BuyerID)
+		return app.PlaceOrderRequest{}, auth.Forbidden("buyer_id %q is not the token's buyer", body.BuyerID)
 	}
 	req := app.PlaceOrderRequest{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
@@ -161,50 +159,46 @@ func decodePlaceOrder(ctx context.Context, r *http.Request) (any, error) {
 	if body.PaymentTimeout != nil {
 		d, err := time.ParseDuration(*body.PaymentTimeout)
 		if err != nil || d <= 0 {
-			return nil, invalid("invalid_payment_timeout", "payment_timeout %q is not a positive Go duration (\"10m\")", *body.PaymentTimeout)
+			return app.PlaceOrderRequest{}, codeInvalidPaymentTimeout.Errorf("payment_timeout %q is not a positive Go duration (\"10m\")", *body.PaymentTimeout)
 		}
 		req.PaymentTimeout = d
 	}
 	return req, nil
 }
 
-func placeOrder(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		o, created, err := svc.PlaceOrder(ctx, request.(app.PlaceOrderRequest))
-		if err != nil {
-			return nil, err
-		}
-		v := viewOrder(o)
-		if created {
-			v.status = http.StatusCreated
-		} else {
-			v.replayed = true
-		}
-		return v, nil
+func (e endpoints) placeOrder(ctx context.Context, req app.PlaceOrderRequest) (orderView, error) {
+	o, created, err := e.svc.PlaceOrder(ctx, req)
+	if err != nil {
+		return orderView{}, err
 	}
+	v := viewOrder(o)
+	if created {
+		v.status = http.StatusCreated
+	} else {
+		v.replayed = true
+	}
+	return v, nil
 }
 
 // --- read ---
 
-func decodeOrderID(_ context.Context, r *http.Request) (any, error) {
+func decodeOrderID(_ context.Context, r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if id == "" || len(id) > 64 {
-		return nil, notFound(id)
+		return "", codeOrderNotFound.Errorf("no order %q", id)
 	}
 	return id, nil
 }
 
-func getOrder(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		o, err := svc.Get(ctx, request.(string))
-		if err != nil {
-			return nil, err
-		}
-		if err := mayAct(ctx, o, auth.Readers...); err != nil {
-			return nil, err
-		}
-		return viewOrder(o), nil
+func (e endpoints) getOrder(ctx context.Context, id string) (orderView, error) {
+	o, err := e.svc.Get(ctx, id)
+	if err != nil {
+		return orderView{}, err
 	}
+	if err := mayAct(ctx, o, auth.Readers...); err != nil {
+		return orderView{}, err
+	}
+	return viewOrder(o), nil
 }
 
 type listRequest struct {
@@ -212,23 +206,23 @@ type listRequest struct {
 	limit           int
 }
 
-func decodeListOrders(ctx context.Context, r *http.Request) (any, error) {
+func decodeListOrders(ctx context.Context, r *http.Request) (listRequest, error) {
 	q := r.URL.Query()
 	req := listRequest{buyerID: q.Get("buyer_id"), before: q.Get("before"), limit: 20}
 	if c := auth.FromContext(ctx); !c.Has(auth.Readers...) { // a buyer lists their own
 		if req.buyerID == "" {
 			req.buyerID = c.BuyerID
 		} else if req.buyerID != c.BuyerID {
-			return nil, auth.Forbidden("a buyer lists only their own orders")
+			return listRequest{}, auth.Forbidden("a buyer lists only their own orders")
 		}
 	}
 	if req.buyerID == "" {
-		return nil, httpx.Errorf(http.StatusBadRequest, "invalid_query", "buyer_id is required")
+		return listRequest{}, codeInvalidQuery.Errorf("buyer_id is required")
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > app.MaxListLimit {
-			return nil, httpx.Errorf(http.StatusBadRequest, "invalid_query", "limit must be between 1 and %d", app.MaxListLimit)
+			return listRequest{}, codeInvalidQuery.Errorf("limit must be between 1 and %d", app.MaxListLimit)
 		}
 		req.limit = n
 	}
@@ -240,22 +234,19 @@ type listResponse struct {
 	NextBefore string      `json:"next_before,omitempty"` // pass as before= for the next page
 }
 
-func listOrders(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(listRequest)
-		orders, err := svc.ListOrders(ctx, req.buyerID, req.before, req.limit)
-		if err != nil {
-			return nil, err
-		}
-		resp := listResponse{Orders: make([]orderView, len(orders))}
-		for i, o := range orders {
-			resp.Orders[i] = viewOrder(o)
-		}
-		if len(orders) == req.limit {
-			resp.NextBefore = orders[len(orders)-1].ID()
-		}
-		return resp, nil
+func (e endpoints) listOrders(ctx context.Context, req listRequest) (listResponse, error) {
+	orders, err := e.svc.ListOrders(ctx, req.buyerID, req.before, req.limit)
+	if err != nil {
+		return listResponse{}, err
 	}
+	resp := listResponse{Orders: make([]orderView, len(orders))}
+	for i, o := range orders {
+		resp.Orders[i] = viewOrder(o)
+	}
+	if len(orders) == req.limit {
+		resp.NextBefore = orders[len(orders)-1].ID()
+	}
+	return resp, nil
 }
 
 // --- requests ---
@@ -280,71 +271,62 @@ type actionBody struct {
 }
 
 // decodeOrderAction reads the order id and the optional {"reason": "…"} body.
-func decodeOrderAction(ctx context.Context, r *http.Request) (any, error) {
+func decodeOrderAction(ctx context.Context, r *http.Request) (actionRequest, error) {
 	id, err := decodeOrderID(ctx, r)
 	if err != nil {
-		return nil, err
+		return actionRequest{}, err
 	}
 	raw, err := httpx.ReadBody(r)
 	if err != nil {
-		return nil, err
+		return actionRequest{}, err
 	}
 	var body actionBody
 	if len(raw) > 0 {
 		if err := httpx.UnmarshalStrict(raw, &body); err != nil {
-			return nil, err
+			return actionRequest{}, err
 		}
 	}
-	return actionRequest{id: id.(string), reason: body.Reason}, nil
+	return actionRequest{id: id, reason: body.Reason}, nil
 }
 
-func cancelOrder(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(actionRequest)
-		if c := auth.FromContext(ctx); !c.Has(auth.Operator, auth.Admin) {
-			o, err := svc.Get(ctx, req.id) // a buyer cancels only their own; an order's buyer never changes
-			if err != nil {
-				return nil, err
-			}
-			if err := mayAct(ctx, o); err != nil {
-				return nil, err
-			}
-		}
-		o, err := svc.CancelOrder(ctx, req.id, req.reason)
+func (e endpoints) cancelOrder(ctx context.Context, req actionRequest) (orderView, error) {
+	if c := auth.FromContext(ctx); !c.Has(auth.Operator, auth.Admin) {
+		o, err := e.svc.Get(ctx, req.id) // a buyer cancels only their own; an order's buyer never changes
 		if err != nil {
-			return nil, err
+			return orderView{}, err
 		}
-		v := viewOrder(o)
-		if o.Status() != order.Cancelled {
-			v.status = http.StatusAccepted // stock's release completes it
+		if err := mayAct(ctx, o); err != nil {
+			return orderView{}, err
 		}
-		return v, nil
 	}
+	o, err := e.svc.CancelOrder(ctx, req.id, req.reason)
+	if err != nil {
+		return orderView{}, err
+	}
+	v := viewOrder(o)
+	if o.Status() != order.Cancelled {
+		v.status = http.StatusAccepted // stock's release completes it
+	}
+	return v, nil
 }
 
-func refundOrder(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(actionRequest)
-		o, err := svc.RefundOrder(ctx, req.id, req.reason)
-		if err != nil {
-			return nil, err
-		}
-		return viewOrder(o), nil
-	}
+func (e endpoints) refundOrder(ctx context.Context, req actionRequest) (orderView, error) {
+	return viewed(e.svc.RefundOrder(ctx, req.id, req.reason))
 }
 
-func shipOrder(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(actionRequest)
-		if req.reason != "" {
-			return nil, invalid("invalid_reason", "ship takes no reason")
-		}
-		o, err := svc.ShipOrder(ctx, req.id)
-		if err != nil {
-			return nil, err
-		}
-		return viewOrder(o), nil
+func (e endpoints) shipOrder(ctx context.Context, req actionRequest) (orderView, error) {
+	if req.reason != "" {
+		return orderView{}, codeInvalidReason.Errorf("ship takes no reason")
 	}
+	return viewed(e.svc.ShipOrder(ctx, req.id))
+}
+
+// viewed is the view of a use case's order, or its error.
+func viewed(o *order.Order, err error) (orderView, error) {
+	if err != nil {
+		return orderView{}, err
+	}
+	return viewOrder(o), nil
 }
 
 // --- prices ---
@@ -383,42 +365,37 @@ type putPriceRequest struct {
 	updatedBy string
 }
 
-func decodeSKU(_ context.Context, r *http.Request) (any, error) {
+func decodeSKU(_ context.Context, r *http.Request) (string, error) {
 	return r.PathValue("sku"), nil
 }
 
-func decodePutPrice(_ context.Context, r *http.Request) (any, error) {
+func decodePutPrice(_ context.Context, r *http.Request) (putPriceRequest, error) {
 	req := putPriceRequest{sku: r.PathValue("sku"), updatedBy: actor(r)}
 	if err := httpx.DecodeJSON(r, &req.body); err != nil {
-		return nil, err
+		return putPriceRequest{}, err
 	}
 	if w := req.body.PaymentWindow; w != nil {
 		d, err := time.ParseDuration(*w)
 		if err != nil || d <= 0 {
-			return nil, invalid("invalid_payment_window", "payment_window %q is not a positive Go duration (\"10m\")", *w)
+			return putPriceRequest{}, codeInvalidPaymentWindow.Errorf("payment_window %q is not a positive Go duration (\"10m\")", *w)
 		}
 		req.window = d
 	}
 	return req, nil
 }
 
-func putPrice(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(putPriceRequest)
-		p, err := svc.SetPrice(ctx, req.sku, req.body.UnitPrice, req.body.Currency, req.window, req.updatedBy)
-		if err != nil {
-			return nil, err
-		}
-		return viewPrice(p), nil
-	}
+func (e endpoints) putPrice(ctx context.Context, req putPriceRequest) (priceView, error) {
+	return viewedPrice(e.svc.SetPrice(ctx, req.sku, req.body.UnitPrice, req.body.Currency, req.window, req.updatedBy))
 }
 
-func getPrice(svc *app.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		p, err := svc.Price(ctx, request.(string))
-		if err != nil {
-			return nil, err
-		}
-		return viewPrice(p), nil
+func (e endpoints) getPrice(ctx context.Context, sku string) (priceView, error) {
+	return viewedPrice(e.svc.Price(ctx, sku))
+}
+
+// viewedPrice is the view of a use case's price, or its error.
+func viewedPrice(p catalog.Price, err error) (priceView, error) {
+	if err != nil {
+		return priceView{}, err
 	}
+	return viewPrice(p), nil
 }
