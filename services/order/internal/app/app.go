@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/order/internal/catalog"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -21,12 +22,6 @@ import (
 // ErrIdempotencyConflict is returned by PlaceOrder when the idempotency key was already used
 // for a different request.
 var ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
-
-// Inbound identifies the message a use case consumes: the durable consumer and the event id.
-type Inbound struct {
-	Consumer  string
-	MessageID string
-}
 
 // Repository stores orders. Implementations run each call in one transaction.
 type Repository interface {
@@ -46,7 +41,7 @@ type Repository interface {
 	// UpdateWith is Update that also claims in (when not nil) in the inbox first — a message
 	// already processed returns duplicate=true without calling fn — and writes the messages
 	// fn returns to the outbox, all in the same transaction.
-	UpdateWith(ctx context.Context, id string, in *Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error)
+	UpdateWith(ctx context.Context, id string, in *inbox.Message, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error)
 	// ListStuck returns up to limit orders still pending or awaiting_payment whose payment
 	// deadline is before cutoff, oldest deadline first.
 	ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*order.Order, error)

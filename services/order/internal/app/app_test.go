@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
@@ -50,7 +51,7 @@ func TestFollowReportsWhatItDid(t *testing.T) {
 	lock := func(o *order.Order, at time.Time) (bool, error) { return o.StockLocked(at) }
 	release := func(o *order.Order, at time.Time) (bool, error) { return o.StockReleased(at, order.ReleaseTimeout) }
 	sell := func(o *order.Order, at time.Time) (bool, error) { return o.StockSold(at, false) }
-	in := func(id string) app.Inbound { return app.Inbound{Consumer: "c", MessageID: id} }
+	in := func(id string) inbox.Message { return inbox.Message{Consumer: "c", ID: id} }
 
 	steps := []struct {
 		name    string

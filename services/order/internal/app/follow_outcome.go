@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
 
@@ -41,16 +42,16 @@ type Apply func(o *order.Order, at time.Time) (changed bool, err error)
 // order.created is even published, so every service learns an order id only after the order
 // exists here; an event naming an id we never stored (another environment's, or a forged
 // payment callback) will never find its order, and retrying would only delay its dead letter.
-func (s *Service) Follow(ctx context.Context, in Inbound, orderID, subject string, apply Apply) (Result, error) {
+func (s *Service) Follow(ctx context.Context, in inbox.Message, orderID, subject string, apply Apply) (Result, error) {
 	return s.follow(ctx, &in, orderID, subject, apply)
 }
 
 // follow is Follow with an optional inbox claim: nil for an outcome that did not come as a
 // message (re-derived by reconciliation from the source of truth).
-func (s *Service) follow(ctx context.Context, in *Inbound, orderID, subject string, apply Apply) (Result, error) {
+func (s *Service) follow(ctx context.Context, in *inbox.Message, orderID, subject string, apply Apply) (Result, error) {
 	eventID := ""
 	if in != nil {
-		eventID = in.MessageID
+		eventID = in.ID
 	}
 	result := Unchanged
 	duplicate, err := s.repo.UpdateWith(ctx, orderID, in, func(o *order.Order) ([]events.Message, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -42,7 +43,7 @@ type BatchCreator interface {
 // Update is the arguments of one Repository.UpdateWith.
 type Update struct {
 	ID string
-	In *Inbound
+	In *inbox.Message
 	Fn func(*order.Order) ([]events.Message, error)
 }
 
@@ -116,7 +117,7 @@ func Combine(repo interface {
 
 // UpdateWith implements Repository by running the update in the next batch; the messages fn
 // returns carry the caller's trace.
-func (r *CombiningRepository) UpdateWith(ctx context.Context, id string, in *Inbound, fn func(*order.Order) ([]events.Message, error)) (bool, error) {
+func (r *CombiningRepository) UpdateWith(ctx context.Context, id string, in *inbox.Message, fn func(*order.Order) ([]events.Message, error)) (bool, error) {
 	traced := func(o *order.Order) ([]events.Message, error) {
 		msgs, err := fn(o)
 		return withTrace(ctx, msgs), err

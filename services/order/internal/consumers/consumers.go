@@ -1,13 +1,15 @@
-// Package consumers turns the outcomes the order service listens to into order transitions:
-// decode, hand the transition to app.Follow, and return an error that natsx maps to the ack
-// (nil → Ack, natsx.Permanent or a malformed event → Term and dead letter, anything else →
-// Nak with backoff). Nothing else.
+// Package consumers names the order service's durable consumers and turns each outcome it
+// listens to into an order transition: natsx.Switch decodes the event, the case hands the
+// transition to app.Follow with the message's inbox identity, and natsx.Consume maps the error
+// to the ack (nil → Ack, permanent or malformed → dead letter and Term, anything else → Nak
+// with backoff). Nothing else.
 //
-// There is one durable consumer per stream, not per event: a single consumer sees an order's
-// stock outcomes in the order stock published them (locked before sold before restocked), so
-// out-of-order arrival is the exception — after a retried message — rather than the rule.
-// The domain still decides every out-of-order and duplicate case explicitly (see package
-// order), and the inbox absorbs redeliveries.
+// There is one durable consumer per stream, not per event: a single consumer is delivered an
+// order's stock outcomes in the order stock published them (locked before sold before
+// restocked). Its workers handle many at once, though, so an order's outcomes may be
+// processed out of order, and retried messages come back later still: the domain decides
+// every out-of-order and duplicate case explicitly (see package order), and the inbox absorbs
+// redeliveries.
 package consumers
 
 import (
@@ -15,9 +17,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -47,32 +48,68 @@ var (
 // order's status is ignored and logged).
 const workers = 64
 
-// All returns the order service's consumers.
+// All returns the order service's consumers. Follow answers nil for every outcome retrying
+// cannot change, so no domain error is declared: what fails is the database, and is retried.
 func All(svc *app.Service) []service.Consumer {
+	spec := func(stream, durable string, subjects []string) natsx.ConsumerSpec {
+		return natsx.ConsumerSpec{Stream: stream, Durable: durable, FilterSubjects: subjects, Workers: workers, MaxAckPending: 4 * workers}
+	}
 	return []service.Consumer{
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockOutcomes, FilterSubjects: StockSubjects, Workers: workers, MaxAckPending: 4 * workers},
-			Handle: handler(svc, StockOutcomes, decodeStock)},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamPayment, Durable: PaymentOutcomes, FilterSubjects: PaymentSubjects, Workers: workers, MaxAckPending: 4 * workers},
-			Handle: handler(svc, PaymentOutcomes, decodePayment)},
+		{Spec: spec(natsx.StreamStock, StockOutcomes, StockSubjects), Handle: natsx.Switch(StockOutcomes, natsx.Errors{},
+			follow(svc, func(ev events.StockLocked) (string, app.Apply, error) {
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockLocked(at) }, nil
+			}),
+			follow(svc, func(ev events.StockLockRejected) (string, app.Apply, error) {
+				reason := ev.Reason
+				if ev.SKU != "" {
+					reason += " (" + ev.SKU + ")"
+				}
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockLockRejected(at, reason) }, nil
+			}),
+			follow(svc, func(ev events.StockSold) (string, app.Apply, error) {
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockSold(at, ev.Relocked) }, nil
+			}),
+			follow(svc, func(ev events.StockSellFailed) (string, app.Apply, error) {
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) {
+					return o.StockSellFailed(at, ev.PaymentID, ev.Reason)
+				}, nil
+			}),
+			follow(svc, func(ev events.StockReleased) (string, app.Apply, error) {
+				why, err := order.ParseReleaseReason(ev.Reason)
+				if err != nil {
+					return "", nil, natsx.Permanent(fmt.Errorf("stock.released of order %s: %w", ev.OrderID, err))
+				}
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockReleased(at, why) }, nil
+			}),
+			follow(svc, func(ev events.StockRestocked) (string, app.Apply, error) {
+				return ev.OrderID, note("stock restocked"), nil
+			}),
+			follow(svc, func(ev events.StockShipped) (string, app.Apply, error) {
+				return ev.OrderID, note("stock shipped: units left the warehouse"), nil
+			}),
+		)},
+		{Spec: spec(natsx.StreamPayment, PaymentOutcomes, PaymentSubjects), Handle: natsx.Switch(PaymentOutcomes, natsx.Errors{},
+			follow(svc, func(ev events.PaymentFailed) (string, app.Apply, error) {
+				return ev.OrderID, note(fmt.Sprintf("payment %s failed: %s", ev.PaymentID, ev.Reason)), nil
+			}),
+			follow(svc, func(ev events.PaymentRefunded) (string, app.Apply, error) {
+				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.PaymentRefunded(at, ev.PaymentID) }, nil
+			}),
+		)},
 	}
 }
 
-// outcome is a decoded message: its envelope, the order it is about and the transition.
-type outcome struct {
-	env     events.Envelope
-	orderID string
-	apply   app.Apply
-}
-
-func handler(svc *app.Service, durable string, decode func(subject string, body []byte) (outcome, error)) natsx.Handler {
-	return func(ctx context.Context, msg jetstream.Msg) error {
-		oc, err := decode(msg.Subject(), msg.Data())
+// follow is the case of the outcomes E: transition says which order an outcome is about and
+// what it does to it (an error: the outcome is unusable), and app.Follow applies that.
+func follow[E events.Payload](svc *app.Service, transition func(E) (orderID string, apply app.Apply, err error)) natsx.Branch {
+	return natsx.Case(func(ctx context.Context, in inbox.Message, ev E) error {
+		orderID, apply, err := transition(ev)
 		if err != nil {
-			return fmt.Errorf("%s: %w", durable, err)
+			return err
 		}
-		_, err = svc.Follow(ctx, app.Inbound{Consumer: durable, MessageID: oc.env.ID}, oc.orderID, msg.Subject(), oc.apply)
+		_, err = svc.Follow(ctx, in, orderID, ev.Subject(), apply)
 		return err
-	}
+	})
 }
 
 func note(reason string) app.Apply {
@@ -80,56 +117,4 @@ func note(reason string) app.Apply {
 		o.Note(at, reason)
 		return true, nil
 	}
-}
-
-func decodeStock(subject string, body []byte) (outcome, error) {
-	switch subject {
-	case events.SubjectStockLocked:
-		env, ev, err := events.Decode[events.StockLocked](body)
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockLocked(at) }}, err
-	case events.SubjectStockLockRejected:
-		env, ev, err := events.Decode[events.StockLockRejected](body)
-		reason := ev.Reason
-		if ev.SKU != "" {
-			reason += " (" + ev.SKU + ")"
-		}
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockLockRejected(at, reason) }}, err
-	case events.SubjectStockSold:
-		env, ev, err := events.Decode[events.StockSold](body)
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockSold(at, ev.Relocked) }}, err
-	case events.SubjectStockSellFailed:
-		env, ev, err := events.Decode[events.StockSellFailed](body)
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) {
-			return o.StockSellFailed(at, ev.PaymentID, ev.Reason)
-		}}, err
-	case events.SubjectStockReleased:
-		env, ev, err := events.Decode[events.StockReleased](body)
-		if err != nil {
-			return outcome{}, err
-		}
-		why, err := order.ParseReleaseReason(ev.Reason)
-		if err != nil {
-			return outcome{}, natsx.Permanent(fmt.Errorf("stock.released %s: %w", env.ID, err))
-		}
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockReleased(at, why) }}, nil
-	case events.SubjectStockRestocked:
-		env, ev, err := events.Decode[events.StockRestocked](body)
-		return outcome{env, ev.OrderID, note("stock restocked")}, err
-	case events.SubjectStockShipped:
-		env, ev, err := events.Decode[events.StockShipped](body)
-		return outcome{env, ev.OrderID, note("stock shipped: units left the warehouse")}, err
-	}
-	return outcome{}, natsx.Permanent(fmt.Errorf("unexpected subject %s", subject))
-}
-
-func decodePayment(subject string, body []byte) (outcome, error) {
-	switch subject {
-	case events.SubjectPaymentFailed:
-		env, ev, err := events.Decode[events.PaymentFailed](body)
-		return outcome{env, ev.OrderID, note(fmt.Sprintf("payment %s failed: %s", ev.PaymentID, ev.Reason))}, err
-	case events.SubjectPaymentRefunded:
-		env, ev, err := events.Decode[events.PaymentRefunded](body)
-		return outcome{env, ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.PaymentRefunded(at, ev.PaymentID) }}, err
-	}
-	return outcome{}, natsx.Permanent(fmt.Errorf("unexpected subject %s", subject))
 }

@@ -259,11 +259,11 @@ func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated,
 }
 
 // inboxMessage is the inbox claim of the message an update consumes (nil: none).
-func inboxMessage(in *app.Inbound) *inbox.Message {
+func inboxMessage(in *inbox.Message) *inbox.Message {
 	if in == nil {
 		return nil
 	}
-	return &inbox.Message{Consumer: in.Consumer, ID: in.MessageID}
+	return &inbox.Message{Consumer: in.Consumer, ID: in.ID}
 }
 
 // lockAll locks the orders the fresh updates (indexes into ups) name, in id order, and reads

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -190,7 +191,7 @@ func TestUpdateAllUndoesAFailingUpdateAlone(t *testing.T) {
 		return message(t, events.OrderCancelRequested{OrderID: o.ID()}), nil
 	}
 	boom := errors.New("boom")
-	in := &app.Inbound{Consumer: "c", MessageID: "m-1"}
+	in := &inbox.Message{Consumer: "c", ID: "m-1"}
 	res, err := store.UpdateAll(ctx, []app.Update{
 		{ID: "o1-b", Fn: note},
 		{ID: "nope", Fn: note},
@@ -221,7 +222,7 @@ func TestCombinedUpdatesOfOneOrderAllApply(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			_, err := repo.UpdateWith(ctx, "o0-a", &app.Inbound{Consumer: "c", MessageID: fmt.Sprint(i)}, func(o *order.Order) ([]events.Message, error) {
+			_, err := repo.UpdateWith(ctx, "o0-a", &inbox.Message{Consumer: "c", ID: fmt.Sprint(i)}, func(o *order.Order) ([]events.Message, error) {
 				o.Note(time.Now(), "noted")
 				return nil, nil
 			})

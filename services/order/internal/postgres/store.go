@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -154,7 +155,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*order.Order) err
 // UpdateWith implements app.Repository: UpdateAll of one update. The inbox claim comes
 // first, so a duplicate does not even lock the order; the order row is then locked FOR UPDATE
 // before it is read, so the read sees every change committed before ours.
-func (s *Store) UpdateWith(ctx context.Context, id string, in *app.Inbound, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
+func (s *Store) UpdateWith(ctx context.Context, id string, in *inbox.Message, fn func(*order.Order) ([]events.Message, error)) (duplicate bool, err error) {
 	res, err := s.UpdateAll(ctx, []app.Update{{ID: id, In: in, Fn: fn}})
 	if err != nil {
 		return false, fmt.Errorf("update order %s: %w", id, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
@@ -160,7 +161,7 @@ func TestUpdateErrorRollsBackEverything(t *testing.T) {
 	_, _, err := store.Create(ctx, newOrder(t, "o1"), "k", []byte("h"), nil)
 	require.NoError(t, err)
 	boom := errors.New("boom")
-	dup, err := store.UpdateWith(ctx, "o1", &app.Inbound{Consumer: "c", MessageID: "m1"}, func(o *order.Order) ([]events.Message, error) {
+	dup, err := store.UpdateWith(ctx, "o1", &inbox.Message{Consumer: "c", ID: "m1"}, func(o *order.Order) ([]events.Message, error) {
 		_, err := o.StockLocked(t0)
 		require.NoError(t, err)
 		return message(t, events.OrderShipped{OrderID: "o1"}), boom
@@ -180,7 +181,7 @@ func TestUpdateWithSkipsAClaimedMessage(t *testing.T) {
 	store, _ := setup(t)
 	_, _, err := store.Create(ctx, newOrder(t, "o1"), "k", []byte("h"), nil)
 	require.NoError(t, err)
-	in := &app.Inbound{Consumer: "order-stock-outcomes", MessageID: "ev-1"}
+	in := &inbox.Message{Consumer: "order-stock-outcomes", ID: "ev-1"}
 	calls := 0
 	apply := func(o *order.Order) ([]events.Message, error) {
 		calls++
