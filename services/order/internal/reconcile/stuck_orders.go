@@ -6,26 +6,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/config"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
-
-// stockOrder is stock's record of an order (GET /v1/internal/orders/{id}).
-type stockOrder struct {
-	Outcome      string `json:"outcome"` // locked | rejected
-	RejectReason string `json:"reject_reason"`
-	RejectSKU    string `json:"reject_sku"`
-	Locks        []struct {
-		State string `json:"state"`
-	} `json:"locks"`
-}
 
 // StuckOrders is job 4: orders still pending or awaiting_payment more than cfg.StuckOrdersGrace
 // after their payment deadline. Stock owns what happened to the stock, so the job asks it
@@ -50,8 +40,8 @@ func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) recon
 		}
 		res.Checked = len(orders)
 		for _, o := range orders {
-			var so stockOrder
-			status, err := httpx.GetJSON(ctx, client, base+"/v1/internal/orders/"+url.PathEscape(o.ID()), &so)
+			var so events.StockOrder
+			status, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(o.ID()), &so)
 			f := reconcile.Finding{Kind: "stuck_order", IDs: map[string]string{"order_id": o.ID()},
 				Detail: fmt.Sprintf("%s %s past its payment deadline", o.Status(), time.Since(o.ExpiresAt()).Round(time.Second))}
 			if err != nil || (status != http.StatusOK && status != http.StatusNotFound) {
@@ -75,7 +65,7 @@ type repair func(ctx context.Context, svc *app.Service, orderID string) (bool, s
 
 // derive says what stock's record means for a stuck order and how to apply it (nil: nothing
 // this service can do).
-func derive(o *order.Order, unknown bool, so stockOrder) (string, repair) {
+func derive(o *order.Order, unknown bool, so events.StockOrder) (string, repair) {
 	if unknown {
 		if o.Status() != order.Pending {
 			return "no record of an order it reported locked; needs a human", nil

@@ -6,10 +6,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
@@ -36,11 +36,8 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 		}
 		res.Checked = len(ps)
 		for _, p := range ps {
-			var o struct {
-				PaidBy string     `json:"paid_by"`
-				Locks  []lockJSON `json:"locks"`
-			}
-			status, err := httpx.GetJSON(ctx, client, base+"/v1/internal/orders/"+url.PathEscape(p.OrderID()), &o)
+			var o events.StockOrder
+			status, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(p.OrderID()), &o)
 			f := reconcile.Finding{Kind: "paid_not_sold", IDs: map[string]string{"payment_id": p.ID(), "order_id": p.OrderID()},
 				Values: map[string]int64{"amount": p.Amount()}}
 			switch {
@@ -76,11 +73,7 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 	}}
 }
 
-type lockJSON struct {
-	State string `json:"state"`
-}
-
-func lockStates(locks []lockJSON) string {
+func lockStates(locks []events.StockOrderLock) string {
 	states := make([]string, len(locks))
 	for i, l := range locks {
 		states[i] = l.State

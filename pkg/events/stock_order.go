@@ -1,0 +1,37 @@
+package events
+
+import (
+	"net/url"
+	"time"
+)
+
+// StockOrder is stock's record of an order, the body of its GET /v1/internal/orders/{id}
+// (StockOrderPath): the outcome of the lock request, the payment that sold the order and its
+// locks. The order and payment-adapter reconciliation jobs read it (stuck orders, paid but not
+// sold); 404 order_not_found when stock never saw the order.
+//
+// It is a response, not an event (no subject, no envelope), and it lives here because this
+// package is the contract between the services: a shared client package would hold this type
+// and a path, where each caller's request is already one httpx.GetJSON.
+type StockOrder struct {
+	OrderID      string           `json:"order_id"`
+	Outcome      string           `json:"outcome"` // locked | rejected
+	RejectReason string           `json:"reject_reason,omitempty"`
+	RejectSKU    string           `json:"reject_sku,omitempty"`
+	PaidBy       string           `json:"paid_by,omitempty"` // the payment that sold the order
+	Deadline     time.Time        `json:"deadline"`
+	Locks        []StockOrderLock `json:"locks"` // resolved together: one state for all
+}
+
+// StockOrderLock is one lock of a StockOrder.
+type StockOrderLock struct {
+	SKU      string    `json:"sku"`
+	Qty      int64     `json:"qty"`
+	State    string    `json:"state"` // locked | sold | released | shipped | refunded
+	Deadline time.Time `json:"deadline"`
+}
+
+// StockOrderPath is the path of an order's StockOrder on the stock service.
+func StockOrderPath(orderID string) string {
+	return "/v1/internal/orders/" + url.PathEscape(orderID)
+}
