@@ -48,6 +48,13 @@ var (
 	codeInternal       = NewCode(http.StatusInternalServerError, "internal")
 )
 
+// The codes of the Idempotency-Key header, the same in every service that takes one: a
+// request without a key, and one whose key is not acceptable (too long, not printable).
+var (
+	CodeMissingIdempotencyKey = NewCode(http.StatusBadRequest, "missing_idempotency_key")
+	CodeInvalidIdempotencyKey = NewCode(http.StatusBadRequest, "invalid_idempotency_key")
+)
+
 // Common request errors, shared by every service.
 var (
 	ErrBodyTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "request body exceeds 1 MiB"}

@@ -30,8 +30,8 @@ var (
 // Validation errors keep their whole text: it names the offending line. Errors from the store
 // carry its operation names; for a 404 or 409 the client reads the message from the sentinel on.
 var errs = httpx.Table{Rules: []httpx.Rule{
-	{Err: app.ErrMissingIdempotencyKey, Code: httpx.NewCode(http.StatusBadRequest, "missing_idempotency_key")},
-	{Err: app.ErrInvalidIdempotencyKey, Code: httpx.NewCode(http.StatusBadRequest, "invalid_idempotency_key")},
+	{Err: app.ErrMissingIdempotencyKey, Code: httpx.CodeMissingIdempotencyKey},
+	{Err: app.ErrInvalidIdempotencyKey, Code: httpx.CodeInvalidIdempotencyKey},
 	{Err: app.ErrIdempotencyConflict, Code: httpx.NewCode(http.StatusConflict, "idempotency_conflict"), Message: httpx.FromSentinel},
 	{Err: order.ErrInvalidBuyer, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_buyer_id")},
 	{Err: order.ErrInvalidItems, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_items")},
