@@ -29,6 +29,6 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		Base:    &cfg.Base,
 		Config:  cfg,
 		Schemas: []postgres.Schema{wire.Schema},
-		Wire:    wire.Wire(cfg),
+		Wire:    wire.Parts(cfg),
 	})
 }

@@ -32,9 +32,9 @@ var Schema = paymentpg.Schema
 // Schemas are all the migrations the payment database needs (own, outbox, inbox), for tests.
 func Schemas() []postgres.Schema { return paymentpg.Schemas() }
 
-// Wire is service.Spec.Wire for payment-adapter: Build on the service's dependencies, with
-// /readyz reporting the database and NATS.
-func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
+// Parts returns the service.Spec Wire function of payment-adapter: Build on the service's
+// dependencies, with /readyz reporting the database and NATS.
+func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
 		return Build(d.Pool, d.Log, cfg, d.Ready, d.Auth, d.Peers)
 	}

@@ -158,4 +158,4 @@ func TestPaymentAndRefundFlowOverNATS(t *testing.T) {
 }
 
 // The parts plug into service.Spec as they are.
-var _ func(context.Context, service.Deps) (service.Parts, error) = wire.Wire(config.Config{})
+var _ func(context.Context, service.Deps) (service.Parts, error) = wire.Parts(config.Config{})

@@ -13,15 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
-	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/config"
-	"github.com/stockflow/stockflow/services/stock/internal/consumers"
 	"github.com/stockflow/stockflow/services/stock/internal/httpapi"
 	stockpg "github.com/stockflow/stockflow/services/stock/internal/postgres"
-	"github.com/stockflow/stockflow/services/stock/internal/reconcile"
+	"github.com/stockflow/stockflow/services/stock/internal/wire"
 )
 
 func main() { service.Command("stock", run) }
@@ -35,15 +32,8 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 		Name:    "stock",
 		Base:    &cfg.Base,
 		Config:  cfg,
-		Schemas: []postgres.Schema{stockpg.Schema},
-		Wire: func(ctx context.Context, d service.Deps) (service.Parts, error) {
-			svc := app.NewCombining(stockpg.NewStore(d.Pool), combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers})
-			return service.Parts{
-				Handler:   httpapi.Handler(svc, d.Log, d.Ready, d.Auth),
-				Consumers: consumers.All(svc),
-				Jobs:      reconcile.Jobs(svc, cfg, d.Peers),
-			}, nil
-		},
+		Schemas: []postgres.Schema{wire.Schema},
+		Wire:    wire.Parts(cfg),
 		Commands: map[string]func(context.Context, *pgxpool.Pool, io.Writer) error{
 			"verify":  verify,
 			"rebuild": rebuild,

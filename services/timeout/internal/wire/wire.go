@@ -28,9 +28,9 @@ var Schema = timeoutpg.Schema
 // Schemas are all the migrations the timeout database needs (own, outbox, inbox), for tests.
 func Schemas() []postgres.Schema { return timeoutpg.Schemas() }
 
-// Wire is service.Spec.Wire for the timeout service: Build on the service's dependencies,
-// with /readyz reporting the database and NATS.
-func Wire(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
+// Parts returns the service.Spec Wire function of the timeout service: Build on the service's
+// dependencies, with /readyz reporting the database and NATS.
+func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
 		return Build(d.Pool, d.JS, d.Log, cfg, d.Ready, d.Auth), nil
 	}

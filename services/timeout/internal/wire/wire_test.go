@@ -275,4 +275,4 @@ func (s *system) get(url string) (int, string) {
 }
 
 // The parts plug into service.Spec as they are.
-var _ func(context.Context, service.Deps) (service.Parts, error) = wire.Wire(config.Config{})
+var _ func(context.Context, service.Deps) (service.Parts, error) = wire.Parts(config.Config{})
