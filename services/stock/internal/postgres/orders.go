@@ -26,15 +26,15 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []stock.LockRequest) ([]stock.
 	if err != nil {
 		return nil, err
 	}
-	groups := make([]group, 0, len(reqs))
+	groups := make([]stock.MoveGroup, 0, len(reqs))
 	var taken []int // the requests in groups
 	for i, r := range reqs {
 		if !fresh[i] {
 			continue
 		}
-		g := group{moves: make([]move, len(r.Lines)), operator: r.Operator}
+		g := stock.MoveGroup{Moves: make([]stock.SlotMove, len(r.Lines)), Operator: r.Operator}
 		for j, l := range r.Lines {
-			g.moves[j] = move{Movement: stock.LockMovement(r.OrderID, l.SKU, l.Qty), slot: -1}
+			g.Moves[j] = stock.SlotMove{Movement: stock.LockMovement(r.OrderID, l.SKU, l.Qty), Slot: -1}
 		}
 		groups, taken = append(groups, g), append(taken, i)
 	}
@@ -218,7 +218,7 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []stock.LockUpdate) ([]stock.L
 	}
 	results := make([]stock.LockUpdateResult, len(ups))
 	var unseen []int // orders without lock rows: rejected, or not seen yet
-	groups := make([]group, 0, len(ups))
+	groups := make([]stock.MoveGroup, 0, len(ups))
 	var stepped []int
 	for i, u := range ups {
 		ls := locks[u.OrderID]
@@ -235,11 +235,11 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []stock.LockUpdate) ([]stock.L
 			results[i].Err = err
 			continue
 		}
-		g := group{moves: make([]move, len(ms)), operator: u.Operator}
+		g := stock.MoveGroup{Moves: make([]stock.SlotMove, len(ms)), Operator: u.Operator}
 		for j, m := range ms {
-			g.moves[j] = move{Movement: m, slot: -1}
+			g.Moves[j] = stock.SlotMove{Movement: m, Slot: -1}
 			if !m.Takes() { // it stays in the slot its lock took; a late payment takes any
-				g.moves[j].slot = slotOf(ls, m.SKU)
+				g.Moves[j].Slot = slotOf(ls, m.SKU)
 			}
 		}
 		groups, stepped = append(groups, g), append(stepped, i)

@@ -37,46 +37,14 @@ func (t *Tx) Rebalance(ctx context.Context, sku, operator string) ([]stock.Ledge
 	if err != nil {
 		return nil, err
 	}
-	slots := h.rows[sku]
-	if len(slots) == 0 {
-		return nil, fmt.Errorf("sku %s: %w", sku, stock.ErrUnknownSKU)
-	}
-	active := h.slots[sku]
-	var total int64
-	for _, s := range slots {
-		total += h.figures[slotKey{sku, s}].Available()
-	}
-	// surplus > 0: the slot gives that much; < 0: it takes.
-	surplus := map[int]int64{}
-	for _, s := range slots {
-		target := int64(0)
-		if s < active {
-			target = total / int64(active)
-			if int64(s) < total%int64(active) {
-				target++
-			}
-		}
-		surplus[s] = h.figures[slotKey{sku, s}].Available() - target
-	}
-	var moves []move
-	for _, from := range slots {
-		for _, to := range slots {
-			x := min(surplus[from], -surplus[to])
-			if x <= 0 {
-				continue
-			}
-			q, err := stock.NewQty(x)
-			if err != nil {
-				return nil, err
-			}
-			moves = append(moves, rebalanceMoves(sku, from, to, q, "rebalance")...)
-			surplus[from], surplus[to] = surplus[from]-x, surplus[to]+x
-		}
+	moves, err := h.Spread(sku)
+	if err != nil {
+		return nil, err
 	}
 	if len(moves) == 0 {
 		return nil, nil
 	}
-	entries, errs, err := t.moveGroups(ctx, []group{{moves: moves, operator: operator}})
+	entries, errs, err := t.moveGroups(ctx, []stock.MoveGroup{{Moves: moves, Operator: operator}})
 	if err != nil {
 		return nil, err
 	}

@@ -86,9 +86,6 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// orderKey is the idempotency key of a movement tied to an order: one per (order, SKU, type).
-func orderKey(m stock.Movement) string { return m.OrderID + "/" + m.SKU + "/" + string(m.Type) }
-
 // CreateSKU adds a SKU; a positive onHand is recorded as the opening stocktake row.
 // It returns ErrSKUExists when the SKU is already there.
 func (t *Tx) CreateSKU(ctx context.Context, sku string, onHand int64, operator string) (stock.SKUStock, error) {
@@ -111,7 +108,7 @@ func (t *Tx) CreateSKU(ctx context.Context, sku string, onHand int64, operator s
 			return stock.SKUStock{}, err
 		}
 		m.Remark = "opening balance"
-		if _, err := t.moveOne(ctx, move{Movement: m, slot: -1, key: "opening/" + sku}, operator); err != nil {
+		if _, err := t.moveOne(ctx, stock.SlotMove{Movement: m, Slot: -1, Key: "opening/" + sku}, operator); err != nil {
 			return stock.SKUStock{}, err
 		}
 	}
@@ -137,17 +134,8 @@ func (t *Tx) Move(ctx context.Context, m stock.Movement, operator, key string) (
 	case !errors.Is(err, pgx.ErrNoRows):
 		return e, false, err
 	}
-	e, err = t.moveOne(ctx, move{Movement: m, slot: arrivalSlot(m), key: key}, operator)
+	e, err = t.moveOne(ctx, stock.SlotMove{Movement: m, Slot: stock.ArrivalSlot(m), Key: key}, operator)
 	return e, false, err
-}
-
-// arrivalSlot is where a movement not tied to a lock goes: incoming is kept in slot 0, so a
-// purchase is expected and received there; anything else is placed by the walk.
-func arrivalSlot(m stock.Movement) int {
-	if m.Delta.Incoming != 0 {
-		return 0
-	}
-	return -1
 }
 
 const ledgerColumns = `id, sku, slot, change_type, qty, on_hand_before, locked_before, sold_before, incoming_before,
@@ -303,7 +291,7 @@ func (t *Tx) DecideAdjustment(ctx context.Context, id int64, approve bool, by st
 			return a, err
 		}
 		if ok {
-			e, err := t.moveOne(ctx, move{Movement: m, slot: -1, key: fmt.Sprintf("adjustment/%d", id)}, by)
+			e, err := t.moveOne(ctx, stock.SlotMove{Movement: m, Slot: -1, Key: fmt.Sprintf("adjustment/%d", id)}, by)
 			if err != nil {
 				return a, err
 			}
