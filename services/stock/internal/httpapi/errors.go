@@ -10,46 +10,47 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// codes maps every domain error to its HTTP status and stable code: the one place that does.
-var codes = []struct {
-	err    error
-	status int
-	code   string
-}{
-	{stock.ErrBadQuantity, http.StatusUnprocessableEntity, "invalid_quantity"},
-	{stock.ErrBadSKU, http.StatusUnprocessableEntity, "invalid_sku"},
-	{stock.ErrBadOrder, http.StatusUnprocessableEntity, "invalid_order"},
-	{stock.ErrBadAdjustment, http.StatusUnprocessableEntity, "invalid_adjustment"},
-	{stock.ErrBadSlots, http.StatusUnprocessableEntity, "invalid_slots"},
-	{stock.ErrUnknownSKU, http.StatusNotFound, "sku_not_found"},
-	{stock.ErrNoLock, http.StatusNotFound, "lock_not_found"},
-	{stock.ErrAdjustmentNotFound, http.StatusNotFound, "adjustment_not_found"},
-	{stock.ErrSKUExists, http.StatusConflict, "sku_exists"},
-	{stock.ErrInsufficientStock, http.StatusConflict, "insufficient_stock"},
-	{stock.ErrLockNotHeld, http.StatusConflict, "lock_not_held"},
-	{stock.ErrIdempotencyReuse, http.StatusConflict, "idempotency_conflict"},
-	{stock.ErrAdjustmentDecided, http.StatusConflict, "adjustment_decided"},
-	{stock.ErrStocktakeConflict, http.StatusConflict, "stocktake_conflict"},
-	{stock.ErrSelfApproval, http.StatusForbidden, "self_approval"},
-}
+// Codes the decoders and endpoints answer with themselves, as well as through errs.
+var (
+	codeInvalidCursor         = httpx.NewCode(http.StatusBadRequest, "invalid_cursor")
+	codeInvalidLimit          = httpx.NewCode(http.StatusBadRequest, "invalid_limit")
+	codeInvalidGrace          = httpx.NewCode(http.StatusBadRequest, "invalid_grace")
+	codeInvalidQuantity       = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_quantity")
+	codeInvalidSlots          = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_slots")
+	codeInvalidRemark         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_remark")
+	codeInvalidOrderID        = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_order_id")
+	codeInvalidPaymentTimeout = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_timeout")
+	codeInvalidPaymentID      = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_id")
+	codeInvalidReason         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_reason")
+	codeSKUNotFound           = httpx.NewCode(http.StatusNotFound, "sku_not_found")
+	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, "order_not_found")
+	codeInsufficientStock     = httpx.NewCode(http.StatusConflict, "insufficient_stock")
+)
 
-func mapError(err error) *httpx.Error {
-	for _, c := range codes {
-		if errors.Is(err, c.err) {
-			return &httpx.Error{Status: c.status, Code: c.code, Message: err.Error()}
-		}
-	}
+// errs maps every domain error to its HTTP status and stable code: the one place that does.
+// Request-shape errors (malformed_json, body_too_large, unreadable_body) come from httpx as
+// *httpx.Error already.
+var errs = httpx.Table{Rules: []httpx.Rule{
+	{Err: stock.ErrBadQuantity, Code: codeInvalidQuantity},
+	{Err: stock.ErrBadSKU, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_sku")},
+	{Err: stock.ErrBadOrder, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_order")},
+	{Err: stock.ErrBadAdjustment, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_adjustment")},
+	{Err: stock.ErrBadSlots, Code: codeInvalidSlots},
+	{Err: stock.ErrUnknownSKU, Code: codeSKUNotFound},
+	{Err: stock.ErrNoLock, Code: httpx.NewCode(http.StatusNotFound, "lock_not_found")},
+	{Err: stock.ErrAdjustmentNotFound, Code: httpx.NewCode(http.StatusNotFound, "adjustment_not_found")},
+	{Err: stock.ErrSKUExists, Code: httpx.NewCode(http.StatusConflict, "sku_exists")},
+	{Err: stock.ErrInsufficientStock, Code: codeInsufficientStock},
+	{Err: stock.ErrLockNotHeld, Code: httpx.NewCode(http.StatusConflict, "lock_not_held")},
+	{Err: stock.ErrIdempotencyReuse, Code: httpx.NewCode(http.StatusConflict, "idempotency_conflict")},
+	{Err: stock.ErrAdjustmentDecided, Code: httpx.NewCode(http.StatusConflict, "adjustment_decided")},
+	{Err: stock.ErrStocktakeConflict, Code: httpx.NewCode(http.StatusConflict, "stocktake_conflict")},
+	{Err: stock.ErrSelfApproval, Code: httpx.NewCode(http.StatusForbidden, "self_approval")},
+	{Match: numericOverflow, Code: httpx.NewCode(http.StatusUnprocessableEntity, "quantity_overflow"), Message: httpx.Text("the quantities would overflow")},
+}}
+
+// numericOverflow is PostgreSQL's numeric_value_out_of_range: a sum past the columns' range.
+func numericOverflow(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "22003" { // numeric_value_out_of_range
-		return httpx.Errorf(http.StatusUnprocessableEntity, "quantity_overflow", "the quantities would overflow")
-	}
-	return nil
-}
-
-func badRequest(code, format string, args ...any) error {
-	return httpx.Errorf(http.StatusBadRequest, code, format, args...)
-}
-
-func invalid(code, format string, args ...any) error {
-	return httpx.Errorf(http.StatusUnprocessableEntity, code, format, args...)
+	return errors.As(err, &pgErr) && pgErr.Code == "22003"
 }

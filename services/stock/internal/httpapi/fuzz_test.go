@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,27 +13,16 @@ import (
 	"github.com/stockflow/stockflow/pkg/httpx"
 )
 
-// clientStatus is the status a client gets for err: its *httpx.Error, else errors.go's
-// mapping, else 500.
-func clientStatus(err error) int {
-	var he *httpx.Error
-	if errors.As(err, &he) {
-		return he.Status
-	}
-	if he := mapError(err); he != nil {
-		return he.Status
-	}
-	return http.StatusInternalServerError
-}
-
 // FuzzDecoders feeds arbitrary bodies, path values, queries and Idempotency-Keys to every
 // request decoder of the stock API. Properties: no decoder panics, and every error is a 4xx
 // (bad input is never a 500).
 func FuzzDecoders(f *testing.F) {
 	decoders := map[string]kithttp.DecodeRequestFunc{
-		"createSKU": decodeCreateSKU, "skuPath": decodeSKUPath, "slots": decodeSlots, "rebalance": decodeRebalance,
-		"ledger": decodeLedger, "move": decodeMove, "adjustment": decodeAdjustment, "adjustmentID": decodeAdjustmentID,
-		"lock": decodeLock, "orderPath": decodeOrderPath, "release": decodeRelease, "sell": decodeSell, "overdue": decodeOverdue,
+		"createSKU": httpx.Decoder(decodeCreateSKU), "skuPath": httpx.Decoder(decodeSKUPath), "slots": httpx.Decoder(decodeSlots),
+		"rebalance": httpx.Decoder(decodeRebalance), "ledger": httpx.Decoder(decodeLedger), "move": httpx.Decoder(decodeMove),
+		"adjustment": httpx.Decoder(decodeAdjustment), "adjustmentID": httpx.Decoder(decodeAdjustmentID), "lock": httpx.Decoder(decodeLock),
+		"orderPath": httpx.Decoder(decodeOrderPath), "release": httpx.Decoder(decodeRelease), "sell": httpx.Decoder(decodeSell),
+		"overdue": httpx.Decoder(decodeOverdue),
 	}
 	// The bodies, paths and queries the tests send, then hostile ones.
 	seeds := []struct{ body, path, query, key string }{
@@ -79,7 +67,7 @@ func FuzzDecoders(f *testing.F) {
 			r.SetPathValue("sku", path)
 			r.SetPathValue("id", path)
 			if _, err := decode(ctx, r); err != nil {
-				if s := clientStatus(err); s < 400 || s > 499 {
+				if s := errs.Error(err).Status; s < 400 || s > 499 {
 					t.Fatalf("%s: bad input answered %d: %v", name, s, err)
 				}
 			}
