@@ -1,6 +1,7 @@
 // Package service runs a stockflow service process: configuration from the environment, its
 // database and migrations, NATS JetStream with the streams, the outbox relay, the consumers, the
-// HTTP server, and a graceful shutdown in the right order. Services bring only their parts.
+// pruning of their inbox claims, the HTTP server, and a graceful shutdown in the right order.
+// Services bring only their parts.
 package service
 
 import (
@@ -42,6 +43,11 @@ type Base struct {
 	ConsumerWorkers int `env:"CONSUMER_WORKERS" envDefault:"8"`
 	// RelayBatch is how many outbox rows the relay publishes per round trip.
 	RelayBatch int `env:"OUTBOX_RELAY_BATCH" envDefault:"256"`
+	// InboxRetention is how long the consumers' inbox claims are kept: a message older than
+	// that is no longer recognised as processed. serve prunes older claims every hour. It must
+	// cover the event streams' 14 days (a consumer reset replays a stream from its oldest
+	// message), or be 0: never prune.
+	InboxRetention time.Duration `env:"INBOX_RETENTION" envDefault:"720h"`
 	// ReconcileMode is how scheduled reconciliation runs treat what they find: repair (fix it
 	// through the normal use cases; the point of the schedule) or check (report only).
 	ReconcileMode string `env:"RECONCILE_MODE" envDefault:"repair"`
@@ -91,6 +97,9 @@ func (b Base) Validate() error {
 	}
 	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
 		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
+	}
+	if b.InboxRetention != 0 && b.InboxRetention < minInboxRetention() {
+		errs = append(errs, fmt.Errorf("INBOX_RETENTION must be 0 (keep claims) or at least %s, the event streams' max age", minInboxRetention()))
 	}
 	if b.ReconcileMode != "check" && b.ReconcileMode != "repair" {
 		errs = append(errs, errors.New("RECONCILE_MODE must be check or repair"))

@@ -189,6 +189,9 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		return err
 	}
 	parts.Loops = append(parts.Loops, runner.Loops(reconcile.Mode(spec.Base.ReconcileMode), spec.Base.ReconcileCheckOnly)...)
+	if spec.Base.InboxRetention > 0 { // every service's database has the inbox (Schemas)
+		parts.Loops = append(parts.Loops, pruneInbox(pool, spec.Base.InboxRetention, inboxPruneEvery, log))
+	}
 
 	lis, err := net.Listen("tcp", spec.Base.HTTPAddr)
 	if err != nil {
