@@ -295,7 +295,7 @@ func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 
 	res2, err := svc.SellLocked(ctx, nil, "late", "pay-late", "t")
 	require.NoError(t, err, "a sale that cannot be made is an outcome: stock.sell_failed")
-	assert.Equal(t, app.SellFailedInsufficient, res2.Failed)
+	assert.Equal(t, stock.SellFailedInsufficient, res2.Failed)
 	assert.False(t, res2.Applied)
 	locks, err := svc.Locks(ctx, "late")
 	require.NoError(t, err)

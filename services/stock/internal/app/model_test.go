@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -101,7 +100,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				require.ErrorIs(t, err, stock.ErrOrderUnknown, desc)
 			case "rejected":
 				require.NoError(t, err, desc)
-				require.Equal(t, app.SellFailedNoLock, res.Failed, desc)
+				require.Equal(t, stock.SellFailedNoLock, res.Failed, desc)
 			case "locked":
 				require.NoError(t, err, desc)
 				require.True(t, res.Applied, desc)
@@ -117,7 +116,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				}
 				if !fits {
 					require.NoError(t, err, desc)
-					require.Equal(t, app.SellFailedInsufficient, res.Failed, desc)
+					require.Equal(t, stock.SellFailedInsufficient, res.Failed, desc)
 					break
 				}
 				require.NoError(t, err, desc)
