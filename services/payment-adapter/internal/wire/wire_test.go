@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/config"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/consumers"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/wire"
 )
@@ -31,9 +33,10 @@ const secret = "wire-test-secret"
 // system runs payment-adapter's parts as service.Main would: a migrated database, a real NATS
 // server with every stream, the outbox relay, the consumers and the HTTP handler.
 type system struct {
-	t   *testing.T
-	js  jetstream.JetStream
-	url string
+	t    *testing.T
+	js   jetstream.JetStream
+	pool *pgxpool.Pool
+	url  string
 }
 
 func start(t *testing.T) *system {
@@ -71,7 +74,7 @@ func start(t *testing.T) *system {
 		cancel()
 		assert.NoError(t, <-relayDone)
 	})
-	return &system{t: t, js: js, url: srv.URL}
+	return &system{t: t, js: js, pool: pool, url: srv.URL}
 }
 
 func (s *system) publish(ev events.Event) {
@@ -80,6 +83,19 @@ func (s *system) publish(ev events.Event) {
 	require.NoError(s.t, err)
 	_, err = s.js.Publish(context.Background(), m.Subject, m.Data, jetstream.WithMsgID(m.ID))
 	require.NoError(s.t, err)
+}
+
+// settle waits until every consumer has handled every message published so far and the relay
+// has published every outbox row they wrote.
+func (s *system) settle() {
+	s.t.Helper()
+	natstest.WaitSettled(s.t, s.js, natsx.StreamOrder, consumers.OrderCreated, consumers.OrderRefundRequested)
+	natstest.WaitSettled(s.t, s.js, natsx.StreamStock, consumers.StockSellFailed)
+	require.Eventually(s.t, func() bool {
+		var pending int
+		require.NoError(s.t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&pending))
+		return pending == 0
+	}, 10*time.Second, 10*time.Millisecond, "the relay published every outbox row")
 }
 
 func (s *system) pay(orderID, txn string, amount int64) int {
@@ -148,7 +164,7 @@ func TestPaymentAndRefundFlowOverNATS(t *testing.T) {
 	s.publish(events.StockSellFailed{OrderID: "ord-1", PaymentID: "pay-unknown", Reason: "no_lock"})
 	require.Eventually(t, func() bool { return len(s.stream(natsx.StreamDeadLetter)) == 1 }, 10*time.Second, 20*time.Millisecond)
 
-	time.Sleep(300 * time.Millisecond) // let any wrong extra event surface
+	s.settle() // every message was handled and whatever it emitted published: a wrong extra event would show
 	assert.Equal(t, []string{events.SubjectPaymentSucceeded, events.SubjectPaymentRefunded}, s.subjects(natsx.StreamPayment))
 	refunded := s.stream(natsx.StreamPayment)[1]
 	_, ev, err := events.Decode[events.PaymentRefunded](refunded.Data)

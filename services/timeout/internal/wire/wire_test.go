@@ -24,6 +24,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/timeout/internal/config"
+	"github.com/stockflow/stockflow/services/timeout/internal/consumers"
 	"github.com/stockflow/stockflow/services/timeout/internal/wire"
 )
 
@@ -92,6 +93,15 @@ func (s *system) republish(m events.Message) {
 	s.t.Helper()
 	_, err := s.js.Publish(context.Background(), m.Subject, m.Data, jetstream.WithMsgID(m.ID))
 	require.NoError(s.t, err)
+}
+
+// settle waits until every consumer has handled every message published so far: the
+// positive signal that a duplicate or late message was processed, before asserting that it
+// changed nothing.
+func (s *system) settle() {
+	s.t.Helper()
+	natstest.WaitSettled(s.t, s.js, natsx.StreamStock, consumers.StockLocked, consumers.StockResolved)
+	natstest.WaitSettled(s.t, s.js, natsx.StreamSchedules, consumers.Fire)
 }
 
 func locked(orderID string, deadline time.Time) events.StockLocked {
@@ -218,7 +228,7 @@ func TestDuplicatesAndLateFiresChangeNothing(t *testing.T) {
 		_, err = s.js.Publish(context.Background(), fired[0].Subject, fired[0].Data)
 		require.NoError(t, err)
 	}
-	time.Sleep(time.Second)
+	s.settle() // every copy was handled: what they did is committed
 	assert.Len(t, s.expired(), 1)
 	assert.Equal(t, "expired", s.state("ord-dup"), "the first resolution stands")
 	var outboxRows int
@@ -231,9 +241,12 @@ func TestResolvedBeforeItsLockArrivesSchedulesNothing(t *testing.T) {
 	s.publish(events.StockReleased{OrderID: "ord-early", Reason: events.ReleaseCancel})
 	s.waitState("ord-early", "cancelled")
 	s.publish(locked("ord-early", time.Now().Add(500*time.Millisecond)))
-	time.Sleep(1500 * time.Millisecond)
+	s.settle() // the late stock.locked was handled
 	assert.Equal(t, "cancelled", s.state("ord-early"))
-	assert.Empty(t, s.streamMsgs(natsx.StreamSchedules, ""), "no schedule was written")
+	var outboxRows int
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&outboxRows))
+	assert.Zero(t, outboxRows, "no schedule was written")
+	assert.Empty(t, s.streamMsgs(natsx.StreamSchedules, ""))
 	assert.Empty(t, s.expired())
 }
 
