@@ -115,11 +115,26 @@ func TestReplayedOrderCreatedChangesNothing(t *testing.T) {
 		}
 	}
 	require.NotNil(t, data, "order.created of %s not found", id)
+	var last uint64
+	replays := map[string]bool{} // stream sequences, as the dead-letter header writes them
 	for i := range 3 {
-		_, err := js.Publish(ctx, "order.created", data, jetstream.WithMsgID(fmt.Sprintf("replay-%d-%s", i, id)))
+		ack, err := js.Publish(ctx, "order.created", data, jetstream.WithMsgID(fmt.Sprintf("replay-%d-%s", i, id)))
 		require.NoError(t, err)
+		last, replays[fmt.Sprint(ack.Sequence)] = ack.Sequence, true
 	}
-	time.Sleep(time.Second)
+	// The replays were handled once stock's order.created consumer has acknowledged every
+	// message up to the last of them — absorbed by the inbox, not dead-lettered.
+	cons, err := js.Consumer(ctx, "ORDER", "stock-order-created")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= last
+	}, 10*time.Second, 20*time.Millisecond, "stock never acknowledged the replays")
+	if dl, err := js.Stream(ctx, "DEADLETTER"); assert.NoError(t, err) {
+		if m, err := dl.GetLastMsgForSubject(ctx, "deadletter.order.created"); err == nil {
+			assert.False(t, replays[m.Header.Get("Stockflow-DL-Stream-Seq")], "a replay was dead-lettered, not absorbed")
+		}
+	}
 	assert.Equal(t, [4]float64{10, 6, 4, 0}, figures(c, sku))
 	assert.Equal(t, 1, countLedger(t, c, sku, "lock"))
 	assert.Equal(t, "awaiting_payment", c.getOrder(id)["status"])
