@@ -190,7 +190,7 @@ func locksOf(ctx context.Context, q querier, orderIDs []string, forUpdate bool) 
 		if err := rows.Scan(&order, &sku, &slot, &qty, &state, &deadline); err != nil {
 			return nil, fmt.Errorf("read locks of %d orders: %w", len(orderIDs), err)
 		}
-		l, err := stock.RestoreLock(order, sku, qty, stock.LockState(state), deadline)
+		l, err := stock.RestoreLock(order, sku, qty, state, deadline)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,12 @@
-// Package postgres stores stock in PostgreSQL: the SKU summary, lock rows and the append-only
-// ledger. Every movement is one conditional UPDATE of the summary joined with the INSERT of its
-// ledger row in a single statement — the check and the write are never apart.
+// Package postgres stores stock in PostgreSQL and implements the use cases' port (app.Store,
+// app.Tx): the SKU summary split into slot rows, lock rows, the append-only ledger and the
+// adjustment orders. A batch of movements first locks the slot rows it needs (SELECT … FOR
+// UPDATE, in an order that cannot deadlock), then lets the domain decide in Go, over the
+// figures it read, where each movement goes and whether it fits (stock.Slots), and finally
+// writes one guarded UPDATE of the summaries — the same non-negative checks again, so that a
+// summary changed under a row lock fails the batch instead of going negative — and one INSERT
+// of the ledger rows. Writes nobody waits for are staged and go in the transaction's last round
+// trip just before the commit (a batch's with its outbox rows: outbox.Batch).
 package postgres
 
 import (
@@ -146,8 +152,13 @@ func scanLedger(row pgx.Row) (stock.LedgerEntry, error) {
 	var t string
 	err := row.Scan(&e.ID, &e.SKU, &e.Slot, &t, &e.Qty, &e.Before.OnHand, &e.Before.Locked, &e.Before.Sold, &e.Before.Incoming,
 		&e.After.OnHand, &e.After.Locked, &e.After.Sold, &e.After.Incoming, &e.OrderID, &e.Operator, &e.Remark, &e.IdempotencyKey, &e.CreatedAt)
-	e.Type = stock.ChangeType(t)
-	return e, err
+	if err != nil {
+		return e, err
+	}
+	if e.Type, err = stock.ParseChangeType(t); err != nil {
+		return e, fmt.Errorf("ledger row %d: %w", e.ID, err)
+	}
+	return e, nil
 }
 
 func ledgerByKey(ctx context.Context, q querier, key string) (stock.LedgerEntry, error) {
@@ -327,7 +338,12 @@ func getAdjustment(ctx context.Context, q querier, id int64, suffix string) (sto
 	if err != nil {
 		return a, fmt.Errorf("read adjustment %d: %w", id, err)
 	}
-	a.Kind, a.State = stock.ChangeType(kind), stock.AdjustmentState(state)
+	if a.Kind, err = stock.ParseChangeType(kind); err != nil {
+		return a, fmt.Errorf("read adjustment %d: %w", id, err)
+	}
+	if a.State, err = stock.ParseAdjustmentState(state); err != nil {
+		return a, fmt.Errorf("read adjustment %d: %w", id, err)
+	}
 	if decidedBy != nil {
 		a.DecidedBy = *decidedBy
 	}

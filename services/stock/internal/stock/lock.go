@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// LockState is the closed set of states of a lock row.
+// LockState is the closed set of states of a lock row (LockStates; ParseLockState).
 type LockState string
 
 // Lock states. A lock resolves at most once: locked → sold | released. A sold lock may then be
@@ -27,18 +27,17 @@ type Lock struct {
 	deadline time.Time
 }
 
-// RestoreLock rebuilds a Lock from storage.
-func RestoreLock(orderID, sku string, qty int64, state LockState, deadline time.Time) (*Lock, error) {
+// RestoreLock rebuilds a Lock from storage; ErrUnknownValue for a state outside LockStates.
+func RestoreLock(orderID, sku string, qty int64, state string, deadline time.Time) (*Lock, error) {
 	q, err := NewQty(qty)
 	if err != nil {
 		return nil, fmt.Errorf("restore lock %s/%s: %w", orderID, sku, err)
 	}
-	switch state {
-	case StateLocked, StateSold, StateReleased, StateShipped, StateRefunded:
-	default:
-		return nil, fmt.Errorf("restore lock %s/%s: unknown state %q", orderID, sku, state)
+	st, err := ParseLockState(state)
+	if err != nil {
+		return nil, fmt.Errorf("restore lock %s/%s: %w", orderID, sku, err)
 	}
-	return &Lock{orderID: orderID, sku: sku, qty: q, state: state, deadline: deadline}, nil
+	return &Lock{orderID: orderID, sku: sku, qty: q, state: st, deadline: deadline}, nil
 }
 
 func (l *Lock) OrderID() string     { return l.orderID }

@@ -23,7 +23,9 @@ func take(order string, n int64) stock.SlotMove {
 	return stock.SlotMove{Movement: stock.LockMovement(order, "A", stock.MustQty(n)), Slot: -1}
 }
 
-func group(moves ...stock.SlotMove) stock.MoveGroup { return stock.MoveGroup{Moves: moves, Operator: "t"} }
+func group(moves ...stock.SlotMove) stock.MoveGroup {
+	return stock.MoveGroup{Moves: moves, Operator: "t"}
+}
 
 // placed is a ledger row of the walk: its type, slot and quantity.
 type placed struct {

@@ -41,7 +41,8 @@ func ValidSKU(s string) error {
 	return nil
 }
 
-// ChangeType names a transition; each ledger row has exactly one.
+// ChangeType names a transition; each ledger row has exactly one. The set is closed
+// (ChangeTypes; ParseChangeType).
 type ChangeType string
 
 // The transitions of DESIGN §3, plus purchase_expected (a purchase order raises incoming).
@@ -189,7 +190,8 @@ const MaxSlots = 64
 // ErrBadSlots is returned for a slot count outside 1..MaxSlots.
 var ErrBadSlots = errors.New("slots must be between 1 and 64")
 
-// AdjustmentState is the closed set of states of an adjustment order.
+// AdjustmentState is the closed set of states of an adjustment order (AdjustmentStates;
+// ParseAdjustmentState).
 type AdjustmentState string
 
 // Adjustment states: pending until a second operator approves or rejects it.

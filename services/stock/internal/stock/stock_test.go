@@ -66,7 +66,7 @@ func TestLockTransitions(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := stock.RestoreLock("o1", "A", 3, c.from, time.Now())
+			l, err := stock.RestoreLock("o1", "A", 3, string(c.from), time.Now())
 			require.NoError(t, err)
 			m, err := c.do(l)
 			if c.wantErr != nil {
@@ -82,7 +82,34 @@ func TestLockTransitions(t *testing.T) {
 
 func TestRestoreLockRefusesUnknownState(t *testing.T) {
 	_, err := stock.RestoreLock("o1", "A", 1, "lost", time.Now())
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, stock.ErrUnknownValue)
+}
+
+func TestClosedSetsParseTheirOwnValuesOnly(t *testing.T) {
+	for _, s := range stock.LockStates {
+		got, err := stock.ParseLockState(string(s))
+		assert.NoError(t, err)
+		assert.Equal(t, s, got)
+	}
+	for _, c := range stock.ChangeTypes {
+		got, err := stock.ParseChangeType(string(c))
+		assert.NoError(t, err)
+		assert.Equal(t, c, got)
+	}
+	for _, a := range stock.AdjustmentStates {
+		got, err := stock.ParseAdjustmentState(string(a))
+		assert.NoError(t, err)
+		assert.Equal(t, a, got)
+	}
+	for name, parse := range map[string]func(string) error{
+		"lock state":       func(s string) error { _, err := stock.ParseLockState(s); return err },
+		"change type":      func(s string) error { _, err := stock.ParseChangeType(s); return err },
+		"adjustment state": func(s string) error { _, err := stock.ParseAdjustmentState(s); return err },
+	} {
+		for _, v := range []string{"", "LOCKED", "returned"} {
+			assert.ErrorIs(t, parse(v), stock.ErrUnknownValue, "%s %q", name, v)
+		}
+	}
 }
 
 func TestAdjustmentMovement(t *testing.T) {
