@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -70,7 +72,7 @@ func (m mode) createSKUs(t *testing.T, svc *app.Service, onHand int64, skus ...s
 	}
 }
 
-func line(sku string, n int64) stock.Line { return stock.Line{SKU: sku, Qty: stock.MustQty(n)} }
+func line(sku string, n int64) events.Line { return events.Line{SKU: sku, Qty: n} }
 
 func requireConsistent(t *testing.T, svc *app.Service) {
 	t.Helper()
@@ -95,7 +97,7 @@ func lockRace(t *testing.T, m mode) {
 	deadline := time.Now().Add(time.Hour)
 	for i := range 500 {
 		wg.Go(func() {
-			res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("o-%d", i), []stock.Line{line("CUP-1", 1)}, deadline, "test")
+			res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("o-%d", i), []events.Line{line("CUP-1", 1)}, deadline, "test")
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -144,7 +146,7 @@ func multiSKULocks(t *testing.T, m mode) {
 	for i := range results {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(i), 7))
-			var lines []stock.Line
+			var lines []events.Line
 			// Overlapping sets in every order of listing: the store must sort them.
 			for _, j := range r.Perm(len(skus))[:1+r.IntN(len(skus))] {
 				lines = append(lines, line(skus[j], int64(1+r.IntN(2))))
@@ -262,7 +264,7 @@ func TestResolveOnce(t *testing.T) {
 			svc := newService(t)
 			_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
 			require.NoError(t, err)
-			_, err = svc.LockForOrder(ctx, nil, "o1", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+			_, err = svc.LockForOrder(ctx, nil, "o1", []events.Line{line("CUP-1", 2)}, deadline, "t")
 			require.NoError(t, err)
 			for i, st := range tc.steps {
 				res, err := st.do(svc, "o1")
@@ -285,11 +287,11 @@ func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 	deadline := time.Now().Add(time.Hour)
 	_, err := svc.CreateSKU(ctx, "CUP-1", 2, "t")
 	require.NoError(t, err)
-	_, err = svc.LockForOrder(ctx, nil, "late", []stock.Line{line("CUP-1", 2)}, deadline, "t")
+	_, err = svc.LockForOrder(ctx, nil, "late", []events.Line{line("CUP-1", 2)}, deadline, "t")
 	require.NoError(t, err)
 	_, err = svc.ReleaseLock(ctx, nil, "late", stock.ChangeReleaseTimeout, "t")
 	require.NoError(t, err)
-	res, err := svc.LockForOrder(ctx, nil, "other", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	res, err := svc.LockForOrder(ctx, nil, "other", []events.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
 
@@ -316,7 +318,7 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	_, err := svc.CreateSKU(ctx, "CUP-1", 1, "t")
 	require.NoError(t, err)
 
-	first, err := svc.LockForOrder(ctx, nil, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	first, err := svc.LockForOrder(ctx, nil, "big", []events.Line{line("CUP-1", 5)}, deadline, "t")
 	require.NoError(t, err)
 	require.False(t, first.Locked)
 	assert.Equal(t, "CUP-1", first.SKU)
@@ -326,16 +328,16 @@ func TestLockReplayReturnsFirstOutcome(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = svc.ReceivePurchase(ctx, "CUP-1", stock.MustQty(10), "po-1", "t", "")
 	require.NoError(t, err)
-	again, err := svc.LockForOrder(ctx, nil, "big", []stock.Line{line("CUP-1", 5)}, deadline, "t")
+	again, err := svc.LockForOrder(ctx, nil, "big", []events.Line{line("CUP-1", 5)}, deadline, "t")
 	require.NoError(t, err)
 	assert.True(t, again.Duplicate)
 	assert.False(t, again.Locked)
 	assert.Equal(t, stock.RejectInsufficient, again.Reason)
 
-	ok, err := svc.LockForOrder(ctx, nil, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	ok, err := svc.LockForOrder(ctx, nil, "small", []events.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	require.True(t, ok.Locked)
-	dup, err := svc.LockForOrder(ctx, nil, "small", []stock.Line{line("CUP-1", 1)}, deadline, "t")
+	dup, err := svc.LockForOrder(ctx, nil, "small", []events.Line{line("CUP-1", 1)}, deadline, "t")
 	require.NoError(t, err)
 	assert.True(t, dup.Duplicate)
 	assert.True(t, dup.Locked)
@@ -374,7 +376,7 @@ func TestAdjustmentsNeedASecondOperator(t *testing.T) {
 	svc := newService(t)
 	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
 	require.NoError(t, err)
-	_, err = svc.LockForOrder(ctx, nil, "o1", []stock.Line{line("CUP-1", 4)}, time.Now().Add(time.Hour), "t")
+	_, err = svc.LockForOrder(ctx, nil, "o1", []events.Line{line("CUP-1", 4)}, time.Now().Add(time.Hour), "t")
 	require.NoError(t, err)
 
 	minus := int64(-3)
@@ -435,4 +437,50 @@ func TestVerifyFindsAndRebuildRepairsAHandEditedSummary(t *testing.T) {
 	changed, err = svc.Rebuild(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, changed)
+}
+
+// Lines stock cannot take at all are refused in one place, LockForOrder: an order.created is
+// answered once with stock.lock_rejected (invalid_order), so the order ends rejected; an HTTP
+// caller gets the validation error and nothing is emitted.
+func TestLockForOrderRefusesLinesItCannotTake(t *testing.T) {
+	ctx := context.Background()
+	svc, pool := newServiceAndPool(t, combine.Options{})
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name  string
+		lines []events.Line
+		err   error
+	}{
+		{"no lines", nil, stock.ErrBadOrder},
+		{"a zero quantity", []events.Line{{SKU: "CUP-1", Qty: 0}}, stock.ErrBadQuantity},
+		{"a quantity out of range", []events.Line{{SKU: "CUP-1", Qty: stock.MaxQty + 1}}, stock.ErrBadQuantity},
+		{"a malformed sku", []events.Line{{SKU: "has space", Qty: 1}}, stock.ErrBadSKU},
+		{"lines that add up past the maximum", []events.Line{{SKU: "CUP-1", Qty: stock.MaxQty}, {SKU: "CUP-1", Qty: 1}}, stock.ErrBadQuantity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := svc.LockForOrder(ctx, nil, "http", tc.lines, deadline, "t")
+			assert.ErrorIs(t, err, tc.err, "an HTTP caller gets the error")
+
+			in := &app.Inbound{Consumer: "stock-order-created", ID: "ev-" + tc.name}
+			for range 2 { // the second time is a redelivery: nothing more is emitted
+				res, err := svc.LockForOrder(ctx, in, tc.name, tc.lines, deadline, "t")
+				require.NoError(t, err)
+				assert.Equal(t, stock.LockResult{OrderID: tc.name, Reason: stock.RejectInvalidOrder}, res)
+			}
+			rows, err := pool.Query(ctx, `SELECT convert_from(data, 'UTF8')::jsonb->'data'->>'reason' FROM outbox
+				WHERE subject = $1 AND convert_from(data, 'UTF8')::jsonb->'data'->>'order_id' = $2`, events.SubjectStockLockRejected, tc.name)
+			require.NoError(t, err)
+			reasons, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			assert.Equal(t, []string{stock.RejectInvalidOrder}, reasons, "one stock.lock_rejected for the order")
+		})
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE convert_from(data, 'UTF8')::jsonb->'data'->>'order_id' = 'http'`).Scan(&n))
+	assert.Zero(t, n, "nothing is emitted for an HTTP caller")
+	got, err := svc.GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(10), got.Available(), "nothing moved")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -44,9 +45,9 @@ func BenchmarkLockHotSKU(b *testing.B) {
 					_, _, err := env.svc.SetSlots(context.Background(), "HOT", 4, "bench")
 					require.NoError(b, err)
 				}
-				orders := make([][]stock.Line, b.N)
+				orders := make([][]events.Line, b.N)
 				for i := range orders {
-					orders[i] = []stock.Line{{SKU: "HOT", Qty: stock.MustQty(1)}}
+					orders[i] = []events.Line{{SKU: "HOT", Qty: 1}}
 				}
 				locked := env.run(b, path, clients, orders)
 				env.check(b, path)
@@ -66,10 +67,10 @@ func BenchmarkLockZipf(b *testing.B) {
 			env.createMany(b, skus, int64(3*b.N))
 			r := rand.New(rand.NewPCG(1, 2)) // the same orders for both paths
 			zipf := rand.NewZipf(r, 1.1, 1, skus-1)
-			orders := make([][]stock.Line, b.N)
+			orders := make([][]events.Line, b.N)
 			for i := range orders {
 				for range 1 + r.IntN(3) {
-					orders[i] = append(orders[i], stock.Line{SKU: fmt.Sprintf("Z%d", zipf.Uint64()), Qty: stock.MustQty(int64(1 + r.IntN(2)))})
+					orders[i] = append(orders[i], events.Line{SKU: fmt.Sprintf("Z%d", zipf.Uint64()), Qty: int64(1 + r.IntN(2))})
 				}
 			}
 			locked := env.run(b, path, 64, orders)
@@ -123,7 +124,7 @@ var errRejected = errors.New("rejected")
 
 // run locks orders[i] as order i from clients goroutines on path, reports locks/s and p99-ms,
 // and returns the units locked.
-func (e *benchEnv) run(b *testing.B, path string, clients int, orders [][]stock.Line) int64 {
+func (e *benchEnv) run(b *testing.B, path string, clients int, orders [][]events.Line) int64 {
 	deadline := time.Now().Add(time.Hour)
 	lock := func(ctx context.Context, i int) (bool, error) {
 		res, err := e.svc.LockForOrder(ctx, nil, fmt.Sprintf("o%d", i), orders[i], deadline, "bench")
@@ -160,7 +161,7 @@ func (e *benchEnv) run(b *testing.B, path string, clients int, orders [][]stock.
 				lat[i] = time.Since(t0)
 				if ok {
 					for _, l := range orders[i] {
-						units.Add(l.Qty.Int64())
+						units.Add(l.Qty)
 					}
 				}
 			}
@@ -199,8 +200,8 @@ func (e *benchEnv) check(b *testing.B, path string) {
 
 // naiveLock is the textbook lock: one transaction, per line (in SKU order) a conditional
 // update that returns the new figures, then the ledger row.
-func naiveLock(ctx context.Context, pool *pgxpool.Pool, orderID string, lines []stock.Line) error {
-	lines, err := stock.NormalizeLines(lines)
+func naiveLock(ctx context.Context, pool *pgxpool.Pool, orderID string, raw []events.Line) error {
+	lines, err := stock.ParseLines(raw)
 	if err != nil {
 		return err
 	}

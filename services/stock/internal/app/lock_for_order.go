@@ -15,12 +15,21 @@ import (
 // stock.lock_rejected. A rejection (not enough stock, unknown SKU) is an outcome, not an
 // error; a replayed order returns its first outcome and emits nothing. Concurrent calls are
 // combined: they lock in one transaction, in arrival order, each order all or none.
-func (s *Service) LockForOrder(ctx context.Context, in *Inbound, orderID string, lines []stock.Line, deadline time.Time, operator string) (stock.LockResult, error) {
-	lines, err := stock.NormalizeLines(lines)
-	if err != nil {
+//
+// Lines are validated here, once (stock.ParseLines). Lines stock cannot take at all (a
+// malformed SKU, a quantity out of range) answer a consumed order.created (in != nil) with
+// stock.lock_rejected, reason invalid_order, so the order ends rejected instead of waiting
+// forever; the result says so and the error is nil. An HTTP caller (in == nil) gets the
+// validation error (ErrBadOrder, ErrBadSKU, ErrBadQuantity) and nothing is emitted.
+func (s *Service) LockForOrder(ctx context.Context, in *Inbound, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
+	parsed, err := stock.ParseLines(lines)
+	switch {
+	case err != nil && in == nil:
 		return stock.LockResult{}, err
+	case err != nil:
+		return stock.LockResult{OrderID: orderID, Reason: stock.RejectInvalidOrder}, s.rejectInvalid(ctx, in, orderID, err)
 	}
-	return s.locks.Do(ctx, lockCall{ctx: ctx, in: in, req: stock.LockRequest{OrderID: orderID, Lines: lines, Deadline: deadline, Operator: operator}})
+	return s.locks.Do(ctx, lockCall{ctx: ctx, in: in, req: stock.LockRequest{OrderID: orderID, Lines: parsed, Deadline: deadline, Operator: operator}})
 }
 
 // lockCall is one LockForOrder waiting for its batch.
@@ -76,10 +85,9 @@ func (s *Service) lockOrders(ctx context.Context, calls []lockCall) ([]combine.R
 	return out, err
 }
 
-// RejectInvalid answers an order.created whose lines stock cannot take at all (a malformed SKU,
-// a quantity out of range) with stock.lock_rejected, so the order ends rejected instead of
-// waiting forever. Nothing else changes.
-func (s *Service) RejectInvalid(ctx context.Context, in *Inbound, orderID string, cause error) error {
+// rejectInvalid answers the order.created in, whose lines stock cannot take at all (cause),
+// with stock.lock_rejected. Nothing else changes.
+func (s *Service) rejectInvalid(ctx context.Context, in *Inbound, orderID string, cause error) error {
 	u := &outbox.Unit{In: in}
 	err := s.store.InBatch(ctx, []*outbox.Unit{u}, func(Tx, []int) error {
 		return s.emit(ctx, u, events.StockLockRejected{OrderID: orderID, Reason: stock.RejectInvalidOrder})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -61,7 +62,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			if replay {
 				id = fmt.Sprintf("o%d", r.IntN(orders))
 			}
-			var lines []stock.Line
+			var lines []events.Line
 			want := map[string]int64{}
 			for _, j := range r.Perm(len(skus))[:1+r.IntN(2)] {
 				n := int64(1 + r.IntN(3))

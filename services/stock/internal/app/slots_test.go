@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -63,13 +64,13 @@ func TestALockSweepsEverySlotBeforeRefusing(t *testing.T) {
 	require.NoError(t, err)
 	deadline := time.Now().Add(time.Hour)
 
-	res, err := svc.LockForOrder(ctx, nil, "big", []stock.Line{line("HOT", 9)}, deadline, "test")
+	res, err := svc.LockForOrder(ctx, nil, "big", []events.Line{line("HOT", 9)}, deadline, "test")
 	require.NoError(t, err)
 	assert.True(t, res.Locked, "9 units fit in no single slot, but the SKU has 10: slots are gathered into one")
-	res, err = svc.LockForOrder(ctx, nil, "one", []stock.Line{line("HOT", 1)}, deadline, "test")
+	res, err = svc.LockForOrder(ctx, nil, "one", []events.Line{line("HOT", 1)}, deadline, "test")
 	require.NoError(t, err)
 	assert.True(t, res.Locked, "the last unit, wherever it sits")
-	res, err = svc.LockForOrder(ctx, nil, "none", []stock.Line{line("HOT", 1)}, deadline, "test")
+	res, err = svc.LockForOrder(ctx, nil, "none", []events.Line{line("HOT", 1)}, deadline, "test")
 	require.NoError(t, err)
 	assert.False(t, res.Locked, "sold out in every slot")
 
@@ -98,7 +99,7 @@ func TestFewerSlotsRetireRowsWithoutLosingLocks(t *testing.T) {
 	require.NoError(t, err)
 	deadline := time.Now().Add(time.Hour)
 	for i := range 6 {
-		res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("o-%d", i), []stock.Line{line("HOT", 1)}, deadline, "test")
+		res, err := svc.LockForOrder(ctx, nil, fmt.Sprintf("o-%d", i), []events.Line{line("HOT", 1)}, deadline, "test")
 		require.NoError(t, err)
 		require.True(t, res.Locked)
 	}
@@ -122,7 +123,7 @@ func TestFewerSlotsRetireRowsWithoutLosingLocks(t *testing.T) {
 		}
 		require.NoError(t, err)
 	}
-	res, err := svc.LockForOrder(ctx, nil, "after", []stock.Line{line("HOT", 5)}, deadline, "test")
+	res, err := svc.LockForOrder(ctx, nil, "after", []events.Line{line("HOT", 5)}, deadline, "test")
 	require.NoError(t, err)
 	assert.True(t, res.Locked, "units released in a retired slot are gathered too")
 	st, err = svc.GetSKU(ctx, "HOT")
@@ -164,7 +165,7 @@ func TestABatchFillsOrdersInArrivalOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, w := range want {
 		wg.Go(func() {
-			res, err := svc.LockForOrder(ctx, nil, w.order, []stock.Line{line("HOT", w.qty)}, deadline, "test")
+			res, err := svc.LockForOrder(ctx, nil, w.order, []events.Line{line("HOT", w.qty)}, deadline, "test")
 			require.NoError(t, err)
 			assert.Equal(t, w.locked, res.Locked, w.order)
 		})
@@ -187,7 +188,7 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 	require.NoError(t, err)
 	deadline := time.Now().Add(time.Hour)
 	for _, o := range []string{"a", "b"} {
-		_, err := svc.LockForOrder(ctx, nil, o, []stock.Line{line("HOT", 1)}, deadline, "test")
+		_, err := svc.LockForOrder(ctx, nil, o, []events.Line{line("HOT", 1)}, deadline, "test")
 		require.NoError(t, err)
 	}
 	in := func(id string) *app.Inbound { return &app.Inbound{Consumer: "stock-payment-succeeded", ID: id} }
@@ -208,7 +209,7 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 	assert.True(t, results[0].Applied != results[3].Applied, "one delivery of m-a sold the order")
 	assert.True(t, results[0].Duplicate != results[3].Duplicate, "the other was recognised as the same message")
 
-	_, err = svc.LockForOrder(ctx, nil, "unseen", []stock.Line{line("HOT", 1)}, deadline, "test")
+	_, err = svc.LockForOrder(ctx, nil, "unseen", []events.Line{line("HOT", 1)}, deadline, "test")
 	require.NoError(t, err)
 	res, err := svc.SellLocked(ctx, in("m-x"), "unseen", "pay-unseen", "test")
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -21,7 +22,7 @@ func stocktakeSetup(t *testing.T, m mode) *app.Service {
 	ctx := context.Background()
 	svc := newService(t)
 	m.createSKUs(t, svc, 100, "CUP-1")
-	res, err := svc.LockForOrder(ctx, nil, "o1", []stock.Line{line("CUP-1", 20)}, time.Now().Add(time.Hour), "t")
+	res, err := svc.LockForOrder(ctx, nil, "o1", []events.Line{line("CUP-1", 20)}, time.Now().Add(time.Hour), "t")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
 	_, err = svc.SellLocked(ctx, nil, "o1", "pay-1", "t")
@@ -75,11 +76,11 @@ func TestStocktakeKeepsAShipmentBetweenCountAndApproval(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, stock.Quantities{OnHand: 80}, got.Quantities, "on_hand stays 80, not 100")
 
-			over, err := svc.LockForOrder(ctx, nil, "o2", []stock.Line{line("CUP-1", 81)}, time.Now().Add(time.Hour), "t")
+			over, err := svc.LockForOrder(ctx, nil, "o2", []events.Line{line("CUP-1", 81)}, time.Now().Add(time.Hour), "t")
 			require.NoError(t, err)
 			assert.False(t, over.Locked, "81 units do not exist")
 			assert.Equal(t, stock.RejectInsufficient, over.Reason)
-			all, err := svc.LockForOrder(ctx, nil, "o3", []stock.Line{line("CUP-1", 80)}, time.Now().Add(time.Hour), "t")
+			all, err := svc.LockForOrder(ctx, nil, "o3", []events.Line{line("CUP-1", 80)}, time.Now().Add(time.Hour), "t")
 			require.NoError(t, err)
 			assert.True(t, all.Locked, "80 units do")
 			requireConsistent(t, svc)
@@ -134,7 +135,7 @@ func TestStocktakeThatNoLongerFitsIsRefused(t *testing.T) {
 	ctx := context.Background()
 	svc := stocktakeSetup(t, modes[0])
 	a := fileStocktake(t, svc, 40)
-	res, err := svc.LockForOrder(ctx, nil, "o2", []stock.Line{line("CUP-1", 25)}, time.Now().Add(time.Hour), "t")
+	res, err := svc.LockForOrder(ctx, nil, "o2", []events.Line{line("CUP-1", 25)}, time.Now().Add(time.Hour), "t")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
 	before, err := svc.GetSKU(ctx, "CUP-1")

@@ -37,18 +37,7 @@ func All(svc *app.Service) []service.Consumer {
 	return []service.Consumer{
 		{Spec: combined(spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated)),
 			Handle: natsx.On(OrderCreated, errs, func(ctx context.Context, in inbox.Message, ev events.OrderCreated) error {
-				lines := make([]stock.Line, len(ev.Items))
-				for i, it := range ev.Items {
-					n, err := stock.NewQty(it.Qty)
-					if err != nil {
-						return svc.RejectInvalid(ctx, &in, ev.OrderID, err)
-					}
-					lines[i] = stock.Line{SKU: it.SKU, Qty: n}
-				}
-				if _, err := stock.NormalizeLines(lines); err != nil {
-					return svc.RejectInvalid(ctx, &in, ev.OrderID, err)
-				}
-				_, err := svc.LockForOrder(ctx, &in, ev.OrderID, lines, ev.PaymentDeadline, app.Operator)
+				_, err := svc.LockForOrder(ctx, &in, ev.OrderID, ev.Lines(), ev.PaymentDeadline, app.Operator)
 				return err
 			})},
 		{Spec: spec(natsx.StreamOrder, OrderRequests, events.SubjectOrderCancelRequested, events.SubjectOrderRefundRequested, events.SubjectOrderShipped),

@@ -72,13 +72,9 @@ func (e endpoints) lockOrder(ctx context.Context, req lockRequest) (lockResponse
 		}
 		timeout = d
 	}
-	lines := make([]stock.Line, len(req.Items))
+	lines := make([]events.Line, len(req.Items))
 	for i, it := range req.Items {
-		n, err := stock.NewQty(it.Qty)
-		if err != nil {
-			return lockResponse{}, err
-		}
-		lines[i] = stock.Line{SKU: it.SKU, Qty: n}
+		lines[i] = events.Line{SKU: it.SKU, Qty: it.Qty}
 	}
 	res, err := e.svc.LockForOrder(ctx, nil, req.OrderID, lines, time.Now().Add(timeout), req.operator)
 	if err != nil {

@@ -12,11 +12,6 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// RejectUnknownSKU is stock.RejectUnknownSKU.
-//
-// Deprecated: use stock.RejectUnknownSKU.
-const RejectUnknownSKU = stock.RejectUnknownSKU
-
 // LockOrders locks many orders at once, each all or none, in the order given: an order that
 // does not fit is rejected and the next one is tried. An order seen before (or twice in reqs)
 // returns its first outcome with Duplicate set. A rejection is an outcome, not an error; the

@@ -11,11 +11,6 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// Difference is stock.Difference.
-//
-// Deprecated: use stock.Difference.
-type Difference = stock.Difference
-
 // foldSQL folds the ledger of every slot of every SKU: the sum of each figure's
 // after-minus-before.
 const foldSQL = `

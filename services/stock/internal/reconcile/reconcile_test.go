@@ -33,7 +33,7 @@ func setup(t *testing.T, jobs func(*app.Service) []pkgreconcile.Job) (*app.Servi
 
 func lock(t *testing.T, svc *app.Service, orderID, sku string, n int64, deadline time.Time) {
 	t.Helper()
-	res, err := svc.LockForOrder(context.Background(), nil, orderID, []stock.Line{{SKU: sku, Qty: stock.MustQty(n)}}, deadline, "test")
+	res, err := svc.LockForOrder(context.Background(), nil, orderID, []events.Line{{SKU: sku, Qty: n}}, deadline, "test")
 	require.NoError(t, err)
 	require.True(t, res.Locked)
 }

@@ -128,6 +128,21 @@ type Line struct {
 // MaxLines bounds the lines of one order.
 const MaxLines = 100
 
+// ParseLines validates an order's lines as they arrive (a SKU and a bare quantity each) and
+// normalizes them (NormalizeLines): ErrBadOrder, ErrBadSKU or ErrBadQuantity when stock cannot
+// take them at all.
+func ParseLines(raw []events.Line) ([]Line, error) {
+	lines := make([]Line, len(raw))
+	for i, l := range raw {
+		n, err := NewQty(l.Qty)
+		if err != nil {
+			return nil, fmt.Errorf("line %d (%s): %w", i, l.SKU, err)
+		}
+		lines[i] = Line{SKU: l.SKU, Qty: n}
+	}
+	return NormalizeLines(lines)
+}
+
 // NormalizeLines validates lines, merges repeated SKUs and sorts them by SKU: the fixed order
 // in which rows are taken, so two orders can never deadlock each other.
 func NormalizeLines(lines []Line) ([]Line, error) {
