@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -225,7 +224,7 @@ func queueItemsAndHistory(b *pgx.Batch, os []*order.Order) {
 func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated, error) {
 	units := make([]*outbox.Unit, len(ups))
 	for i, u := range ups {
-		units[i] = &outbox.Unit{In: inboxMessage(u.In)}
+		units[i] = &outbox.Unit{In: u.In}
 	}
 	err := outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
 		orders, err := lockAll(ctx, tx, ups, fresh)
@@ -256,14 +255,6 @@ func (s *Store) UpdateAll(ctx context.Context, ups []app.Update) ([]app.Updated,
 		out[i] = app.Updated{Duplicate: u.Dup, Err: u.Err}
 	}
 	return out, nil
-}
-
-// inboxMessage is the inbox claim of the message an update consumes (nil: none).
-func inboxMessage(in *inbox.Message) *inbox.Message {
-	if in == nil {
-		return nil
-	}
-	return &inbox.Message{Consumer: in.Consumer, ID: in.ID}
 }
 
 // lockAll locks the orders the fresh updates (indexes into ups) name, in id order, and reads
