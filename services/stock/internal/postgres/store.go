@@ -43,9 +43,6 @@ var (
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Pool returns the underlying pool (for health checks).
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Tx is one unit of work: every method runs inside the same database transaction. Writes
 // whose results nothing waits for are staged and sent in one round trip before the commit.
 type Tx struct {
