@@ -48,12 +48,6 @@ func (s *Service) Close() {
 	s.resolves.Close()
 }
 
-// Store returns the service's store, for read-only queries.
-//
-// Deprecated: use the Service methods (GetSKU, Ledger, Locks, GetAdjustment, OrderOutcome,
-// Verify, Rebuild, OverdueLocks, HeldOrders, CountSKUs).
-func (s *Service) Store() Store { return s.store }
-
 // emit sets what u emits: evs, encoded now, each carrying the trace of ctx (its caller's).
 func (s *Service) emit(ctx context.Context, u *outbox.Unit, evs ...events.Event) error {
 	u.Msgs = nil

@@ -90,7 +90,7 @@ func decodeAdjustmentID(_ context.Context, r *http.Request) (adjustmentIDRequest
 }
 
 func (e endpoints) getAdjustment(ctx context.Context, req adjustmentIDRequest) (adjustmentView, error) {
-	return viewedAdjustment(e.svc.Store().GetAdjustment(ctx, req.id))
+	return viewedAdjustment(e.svc.GetAdjustment(ctx, req.id))
 }
 
 // decideAdjustment is the endpoint that approves (or rejects) an adjustment.

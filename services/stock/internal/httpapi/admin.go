@@ -17,7 +17,7 @@ type VerifyReport struct {
 }
 
 func (e endpoints) verify(ctx context.Context, _ struct{}) (VerifyReport, error) {
-	diffs, err := e.svc.Store().Verify(ctx)
+	diffs, err := e.svc.Verify(ctx)
 	if err != nil {
 		return VerifyReport{}, err
 	}
@@ -29,7 +29,7 @@ type rebuildResponse struct {
 }
 
 func (e endpoints) rebuild(ctx context.Context, _ struct{}) (rebuildResponse, error) {
-	changed, err := e.svc.Store().Rebuild(ctx)
+	changed, err := e.svc.Rebuild(ctx)
 	if err != nil {
 		return rebuildResponse{}, err
 	}
@@ -59,7 +59,7 @@ type overdueResponse struct {
 // overdueLocks lists locks still held more than grace after their deadline: after a healthy
 // run there are none (the timeout service and its sweeper release them).
 func (e endpoints) overdueLocks(ctx context.Context, grace time.Duration) (overdueResponse, error) {
-	n, orders, err := e.svc.Store().OverdueLocks(ctx, time.Now().Add(-grace), 100)
+	n, orders, err := e.svc.OverdueLocks(ctx, time.Now().Add(-grace), 100)
 	if err != nil {
 		return overdueResponse{}, err
 	}

@@ -77,7 +77,7 @@ type ledgerResponse struct {
 }
 
 func (e endpoints) ledger(ctx context.Context, req ledgerRequest) (ledgerResponse, error) {
-	entries, err := e.svc.Store().Ledger(ctx, req.sku, req.after, req.limit)
+	entries, err := e.svc.Ledger(ctx, req.sku, req.after, req.limit)
 	if err != nil {
 		return ledgerResponse{}, err
 	}

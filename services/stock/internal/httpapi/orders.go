@@ -172,7 +172,7 @@ type orderLocksResponse struct {
 }
 
 func (e endpoints) orderLocks(ctx context.Context, req orderRequest) (orderLocksResponse, error) {
-	locks, err := e.svc.Store().Locks(ctx, req.orderID)
+	locks, err := e.svc.Locks(ctx, req.orderID)
 	if err != nil {
 		return orderLocksResponse{}, err
 	}
@@ -190,7 +190,7 @@ func (e endpoints) orderLocks(ctx context.Context, req orderRequest) (orderLocks
 // and its locks — for the other services' reconciliation jobs (paid but not sold, stuck
 // orders). 404 order_not_found when stock never saw the order.
 func (e endpoints) orderOutcome(ctx context.Context, req orderRequest) (events.StockOrder, error) {
-	o, err := e.svc.Store().GetOrderOutcome(ctx, req.orderID)
+	o, err := e.svc.OrderOutcome(ctx, req.orderID)
 	if errors.Is(err, stock.ErrOrderUnknown) {
 		return events.StockOrder{}, codeOrderNotFound.Errorf("stock has no record of order %s", req.orderID)
 	}

@@ -69,7 +69,7 @@ func decodeSKUPath(_ context.Context, r *http.Request) (string, error) {
 }
 
 func (e endpoints) getSKU(ctx context.Context, sku string) (skuView, error) {
-	s, err := e.svc.Store().GetSKU(ctx, sku)
+	s, err := e.svc.GetSKU(ctx, sku)
 	if err != nil {
 		return skuView{}, err
 	}
