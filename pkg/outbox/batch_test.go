@@ -36,8 +36,12 @@ func (d batchDB) strings(sql string) []string {
 	return out
 }
 
-func (d batchDB) claimed() []string { return d.strings(`SELECT message_id FROM inbox ORDER BY message_id`) }
-func (d batchDB) written() []string { return d.strings(`SELECT event_id FROM outbox ORDER BY event_id`) }
+func (d batchDB) claimed() []string {
+	return d.strings(`SELECT message_id FROM inbox ORDER BY message_id`)
+}
+func (d batchDB) written() []string {
+	return d.strings(`SELECT event_id FROM outbox ORDER BY event_id`)
+}
 
 func consumes(id string) *outbox.Unit {
 	return &outbox.Unit{In: &inbox.Message{Consumer: "c", ID: id}}
