@@ -115,15 +115,27 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// pruneChunk is the most claims one Prune statement deletes: a backlog goes in short
+// statements (each its own transaction on a pool), never one long DELETE holding back the
+// outbox relays of the whole server.
+const pruneChunk = 10000
+
 // Prune deletes claims processed more than olderThan ago and returns how many. Keep claims far
 // longer than a message can be redelivered or replayed (the streams keep 14 days).
 func Prune(ctx context.Context, db Execer, olderThan time.Duration) (int64, error) {
 	if olderThan <= 0 {
 		return 0, errors.New("inbox prune: retention must be positive")
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM inbox WHERE processed_at < now() - $1::interval`, olderThan)
-	if err != nil {
-		return 0, fmt.Errorf("inbox prune: %w", err)
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, `DELETE FROM inbox WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM inbox WHERE processed_at < now() - $1::interval LIMIT $2))`, olderThan, pruneChunk)
+		if err != nil {
+			return total, fmt.Errorf("inbox prune: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneChunk {
+			return total, nil
+		}
 	}
-	return tag.RowsAffected(), nil
 }

@@ -91,6 +91,24 @@ func TestPrune(t *testing.T) {
 	assert.False(t, claim(t, pool, "stock", "new"), "recent claim kept")
 }
 
+// TestPruneDeletesABacklogInChunks: more old claims than one statement deletes all go, and a
+// fresh claim stays.
+func TestPruneDeletesABacklogInChunks(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.New(t, inbox.Schema)
+	_, err := pool.Exec(ctx, `INSERT INTO inbox (consumer, message_id, processed_at)
+		SELECT 'stock', 'old-' || i, now() - interval '40 days' FROM generate_series(1, 25001) AS i`)
+	require.NoError(t, err)
+	claim(t, pool, "stock", "new")
+
+	n, err := inbox.Prune(ctx, pool, 30*24*time.Hour)
+	require.NoError(t, err)
+	assert.EqualValues(t, 25001, n)
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&left))
+	assert.Equal(t, 1, left, "only the fresh claim is left")
+}
+
 func TestClaimAllTellsFreshFromSeenInOrder(t *testing.T) {
 	pool, _ := pgtest.New(t, inbox.Schema)
 	require.True(t, claim(t, pool, "stock", "ev-2"))
