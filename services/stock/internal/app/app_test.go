@@ -16,6 +16,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -463,7 +464,7 @@ func TestLockForOrderRefusesLinesItCannotTake(t *testing.T) {
 			_, err := svc.LockForOrder(ctx, nil, "http", tc.lines, deadline, "t")
 			assert.ErrorIs(t, err, tc.err, "an HTTP caller gets the error")
 
-			in := &app.Inbound{Consumer: "stock-order-created", ID: "ev-" + tc.name}
+			in := &inbox.Message{Consumer: "stock-order-created", ID: "ev-" + tc.name}
 			for range 2 { // the second time is a redelivery: nothing more is emitted
 				res, err := svc.LockForOrder(ctx, in, tc.name, tc.lines, deadline, "t")
 				require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -21,7 +22,7 @@ import (
 // stock.lock_rejected, reason invalid_order, so the order ends rejected instead of waiting
 // forever; the result says so and the error is nil. An HTTP caller (in == nil) gets the
 // validation error (ErrBadOrder, ErrBadSKU, ErrBadQuantity) and nothing is emitted.
-func (s *Service) LockForOrder(ctx context.Context, in *Inbound, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
+func (s *Service) LockForOrder(ctx context.Context, in *inbox.Message, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
 	parsed, err := stock.ParseLines(lines)
 	switch {
 	case err != nil && in == nil:
@@ -35,7 +36,7 @@ func (s *Service) LockForOrder(ctx context.Context, in *Inbound, orderID string,
 // lockCall is one LockForOrder waiting for its batch.
 type lockCall struct {
 	ctx context.Context
-	in  *Inbound
+	in  *inbox.Message
 	req stock.LockRequest
 }
 
@@ -87,7 +88,7 @@ func (s *Service) lockOrders(ctx context.Context, calls []lockCall) ([]combine.R
 
 // rejectInvalid answers the order.created in, whose lines stock cannot take at all (cause),
 // with stock.lock_rejected. Nothing else changes.
-func (s *Service) rejectInvalid(ctx context.Context, in *Inbound, orderID string, cause error) error {
+func (s *Service) rejectInvalid(ctx context.Context, in *inbox.Message, orderID string, cause error) error {
 	u := &outbox.Unit{In: in}
 	err := s.store.InBatch(ctx, []*outbox.Unit{u}, func(Tx, []int) error {
 		return s.emit(ctx, u, events.StockLockRejected{OrderID: orderID, Reason: stock.RejectInvalidOrder})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -13,7 +14,7 @@ import (
 // or a cancellation (ChangeReleaseCancel), and emits stock.released. Locks already sold or
 // released, or an order that was rejected, make it a reported no-op. An order stock has not
 // seen yet returns an error wrapping ErrOrderUnknown (retry later).
-func (s *Service) ReleaseLock(ctx context.Context, in *Inbound, orderID string, reason stock.ChangeType, operator string) (Resolution, error) {
+func (s *Service) ReleaseLock(ctx context.Context, in *inbox.Message, orderID string, reason stock.ChangeType, operator string) (Resolution, error) {
 	why := map[stock.ChangeType]string{stock.ChangeReleaseTimeout: events.ReleaseTimeout, stock.ChangeReleaseCancel: events.ReleaseCancel}[reason]
 	if why == "" {
 		return Resolution{}, fmt.Errorf("release with change type %q", reason)

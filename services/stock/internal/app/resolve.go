@@ -7,6 +7,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -14,7 +15,7 @@ import (
 // resolveCall asks to move every lock of an order one step (sell, release, ship, refund).
 type resolveCall struct {
 	ctx      context.Context
-	in       *Inbound
+	in       *inbox.Message
 	orderID  string
 	operator string
 	step     func(*stock.Lock) (stock.Movement, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -13,7 +14,7 @@ import (
 // payment — the Resolution says Failed and stock.sell_failed is emitted so the payment is
 // refunded (stock.DecideSale). The same payment again is a no-op. An order stock has not seen
 // yet returns an error wrapping ErrOrderUnknown (retry later).
-func (s *Service) SellLocked(ctx context.Context, in *Inbound, orderID, paymentID, operator string) (Resolution, error) {
+func (s *Service) SellLocked(ctx context.Context, in *inbox.Message, orderID, paymentID, operator string) (Resolution, error) {
 	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, step: (*stock.Lock).Sell, paymentID: paymentID,
 		settle: func(ctx context.Context, tx Tx, res *Resolution, err error) ([]events.Event, error) {
 			paidBy := ""

@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
 // ShipOrder takes a sold order's units out of sold and on_hand and emits stock.shipped.
 // ErrLockNotHeld when the order is not sold; a second ship is a reported no-op.
-func (s *Service) ShipOrder(ctx context.Context, in *Inbound, orderID, operator string) (Resolution, error) {
+func (s *Service) ShipOrder(ctx context.Context, in *inbox.Message, orderID, operator string) (Resolution, error) {
 	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
 		step: func(l *stock.Lock) (stock.Movement, error) {
 			if l.State() == stock.StateShipped || l.State() == stock.StateRefunded {

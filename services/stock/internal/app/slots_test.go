@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -191,7 +192,7 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 		_, err := svc.LockForOrder(ctx, nil, o, []events.Line{line("HOT", 1)}, deadline, "test")
 		require.NoError(t, err)
 	}
-	in := func(id string) *app.Inbound { return &app.Inbound{Consumer: "stock-payment-succeeded", ID: id} }
+	in := func(id string) *inbox.Message { return &inbox.Message{Consumer: "stock-payment-succeeded", ID: id} }
 
 	var wg sync.WaitGroup
 	results := make([]app.Resolution, 4)

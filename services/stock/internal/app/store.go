@@ -4,13 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
-
-// Inbound identifies the message a use case consumes; nil for HTTP calls.
-type Inbound = inbox.Message
 
 // Store is the stock repository the use cases run on; internal/postgres implements it.
 type Store interface {

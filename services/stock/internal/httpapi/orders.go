@@ -8,6 +8,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
+	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -226,7 +227,7 @@ func viewedResolution(r app.Resolution, err error) (resolutionView, error) {
 }
 
 // resolve is the endpoint of a use case that resolves an order's locks (ship, refund).
-func resolve(fn func(ctx context.Context, in *app.Inbound, orderID, operator string) (app.Resolution, error)) func(context.Context, orderRequest) (resolutionView, error) {
+func resolve(fn func(ctx context.Context, in *inbox.Message, orderID, operator string) (app.Resolution, error)) func(context.Context, orderRequest) (resolutionView, error) {
 	return func(ctx context.Context, req orderRequest) (resolutionView, error) {
 		return viewedResolution(fn(ctx, nil, req.orderID, req.operator))
 	}
