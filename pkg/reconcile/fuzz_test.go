@@ -3,7 +3,6 @@ package reconcile
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 
 // FuzzDecoders feeds arbitrary bodies, job names and queries to the reconcile admin API's
 // decoders. Properties: no panic; every error is a 4xx (the *httpx.Error it is, or its
-// mapping in mapError).
+// mapping in the error table).
 func FuzzDecoders(f *testing.F) {
 	for _, s := range []struct{ body, job, query string }{
 		{``, "outbox", "mode=check"},
@@ -33,7 +32,7 @@ func FuzzDecoders(f *testing.F) {
 	} {
 		f.Add([]byte(s.body), s.job, s.query)
 	}
-	decoders := map[string]kithttp.DecodeRequestFunc{"run": decodeRun, "runs": decodeRuns}
+	decoders := map[string]kithttp.DecodeRequestFunc{"run": httpx.Decoder(decodeRun), "runs": httpx.Decoder(decodeRuns)}
 	f.Fuzz(func(t *testing.T, body []byte, job, query string) {
 		for name, decode := range decoders {
 			r, err := http.NewRequest(http.MethodPost, "http://reconcile.test/", bytes.NewReader(body))
@@ -43,14 +42,7 @@ func FuzzDecoders(f *testing.F) {
 			r.URL.RawQuery = query
 			r.SetPathValue("job", job)
 			if _, err := decode(context.Background(), r); err != nil {
-				status := http.StatusInternalServerError
-				var he *httpx.Error
-				if errors.As(err, &he) {
-					status = he.Status
-				} else if he := mapError(err); he != nil {
-					status = he.Status
-				}
-				if status < 400 || status > 499 {
+				if status := errs.Error(err).Status; status < 400 || status > 499 {
 					t.Fatalf("%s: bad input answered %d: %v", name, status, err)
 				}
 			}

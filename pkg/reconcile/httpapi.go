@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 )
@@ -27,26 +25,23 @@ import (
 // staff or viewer role. A run records the token's subject as its trigger ("api:alice").
 func Mount(h http.Handler, r *Runner, log *slog.Logger, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
-	opts := httpx.ServerOptions(log, mapError)
-	mux.Handle("POST /v1/admin/reconcile/{job}", v.Require(kithttp.NewServer(runEndpoint(r), decodeRun, httpx.EncodeJSON, opts...), auth.Operator, auth.Admin))
-	mux.Handle("GET /v1/admin/reconcile/runs", v.Require(kithttp.NewServer(runsEndpoint(r), decodeRuns, httpx.EncodeJSON, opts...), auth.Readers...))
+	t := httpx.Transport{Log: log, Errors: errs}
+	mux.Handle("POST /v1/admin/reconcile/{job}", v.Require(httpx.Server(t, decodeRun, runEndpoint(r)), auth.Operator, auth.Admin))
+	mux.Handle("GET /v1/admin/reconcile/runs", v.Require(httpx.Server(t, decodeRuns, runsEndpoint(r)), auth.Readers...))
 	mux.Handle("/", h)
 	return mux
 }
 
-func mapError(err error) *httpx.Error {
-	switch {
-	case errors.Is(err, ErrUnknownJob):
-		return httpx.Errorf(http.StatusNotFound, "unknown_job", "%v", err)
-	case errors.Is(err, ErrBadMode):
-		return httpx.Errorf(http.StatusBadRequest, "invalid_mode", "%v", err)
-	case errors.Is(err, ErrAlreadyRunning):
-		return httpx.Errorf(http.StatusConflict, "already_running", "%v; try again when it has finished", err)
-	case errors.Is(err, errJobFailed):
-		return httpx.Errorf(http.StatusInternalServerError, "job_failed", "%v", err)
-	}
-	return nil
-}
+var codeInvalidLimit = httpx.NewCode(http.StatusBadRequest, "invalid_limit")
+
+// errs maps the runner's errors to HTTP: the one place that does.
+var errs = httpx.Table{Rules: []httpx.Rule{
+	{Err: ErrUnknownJob, Code: httpx.NewCode(http.StatusNotFound, "unknown_job")},
+	{Err: ErrBadMode, Code: httpx.NewCode(http.StatusBadRequest, "invalid_mode")},
+	{Err: ErrAlreadyRunning, Code: httpx.NewCode(http.StatusConflict, "already_running"),
+		Message: func(err, _ error) string { return err.Error() + "; try again when it has finished" }},
+	{Err: errJobFailed, Code: httpx.NewCode(http.StatusInternalServerError, "job_failed")},
+}}
 
 // errJobFailed marks a run that started and failed, as opposed to a failure to start one.
 var errJobFailed = errors.New("job failed")
@@ -56,19 +51,19 @@ type runRequest struct {
 	mode Mode
 }
 
-func decodeRun(_ context.Context, r *http.Request) (any, error) {
+func decodeRun(_ context.Context, r *http.Request) (runRequest, error) {
 	req := runRequest{job: r.PathValue("job"), mode: Check}
 	mode := r.URL.Query().Get("mode")
 	body, err := httpx.ReadBody(r)
 	if err != nil {
-		return nil, err
+		return req, err
 	}
 	if len(body) > 0 {
 		var in struct {
 			Mode string `json:"mode"`
 		}
 		if err := httpx.UnmarshalStrict(body, &in); err != nil {
-			return nil, err
+			return req, err
 		}
 		if in.Mode != "" {
 			mode = in.Mode
@@ -76,24 +71,23 @@ func decodeRun(_ context.Context, r *http.Request) (any, error) {
 	}
 	if mode != "" {
 		if req.mode, err = ParseMode(mode); err != nil {
-			return nil, err
+			return req, err
 		}
 	}
 	return req, nil
 }
 
-func runEndpoint(r *Runner) func(ctx context.Context, request any) (any, error) {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(runRequest)
+func runEndpoint(r *Runner) func(context.Context, runRequest) (Report, error) {
+	return func(ctx context.Context, req runRequest) (Report, error) {
 		if _, err := r.Job(req.job); err != nil {
-			return nil, err
+			return Report{}, err
 		}
 		if req.mode == Repair && !auth.FromContext(ctx).Has(auth.Admin) {
-			return nil, auth.Forbidden("a repair needs the admin role; an operator may run check")
+			return Report{}, auth.Forbidden("a repair needs the admin role; an operator may run check")
 		}
 		rep, err := r.Run(ctx, req.job, req.mode, "api:"+auth.Actor(ctx))
 		if err != nil && rep.ID != 0 {
-			return nil, errors.Join(errJobFailed, err)
+			return Report{}, errors.Join(errJobFailed, err)
 		}
 		return rep, err
 	}
@@ -104,30 +98,32 @@ type runsRequest struct {
 	limit int
 }
 
-func decodeRuns(_ context.Context, r *http.Request) (any, error) {
+func decodeRuns(_ context.Context, r *http.Request) (runsRequest, error) {
 	req := runsRequest{job: r.URL.Query().Get("job"), limit: 20}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			return nil, httpx.Errorf(http.StatusBadRequest, "invalid_limit", "limit must be between 1 and 500")
+			return req, codeInvalidLimit.Errorf("limit must be between 1 and 500")
 		}
 		req.limit = n
 	}
 	return req, nil
 }
 
-func runsEndpoint(r *Runner) func(ctx context.Context, request any) (any, error) {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(runsRequest)
+// runsView is the body of GET /v1/admin/reconcile/runs.
+type runsView struct {
+	Runs []Report `json:"runs"`
+}
+
+func runsEndpoint(r *Runner) func(context.Context, runsRequest) (runsView, error) {
+	return func(ctx context.Context, req runsRequest) (runsView, error) {
 		runs, err := r.Runs(ctx, req.job, req.limit)
 		if err != nil {
-			return nil, err
+			return runsView{}, err
 		}
 		if runs == nil {
 			runs = []Report{}
 		}
-		return struct {
-			Runs []Report `json:"runs"`
-		}{runs}, nil
+		return runsView{runs}, nil
 	}
 }
