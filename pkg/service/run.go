@@ -72,7 +72,9 @@ type Spec struct {
 // [--repair] (print the JSON report of each run; exit 1 when a run fails), or one of
 // spec.Commands.
 func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: spec.Base.LogLevel})).With("service", spec.Name)
+	// JSON lines; those logged with a request's or a message's context carry its trace_id and
+	// span_id (telemetry.LogHandler).
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: spec.Base.LogLevel}))).With("service", spec.Name)
 	if err := spec.Base.Validate(); err != nil {
 		return err
 	}
