@@ -14,5 +14,7 @@ echo "go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"
 echo "go test -race ${pkgs[*]}"
 go test -race -count=1 -timeout 20m "$@" "${pkgs[@]}"
+# The alerts and the dashboard against the metric catalogue, and the alerts' unit tests.
+scripts/rules.sh
 # Then every fuzz target briefly (their seed corpora already ran above, as regression tests).
 FUZZTIME=${FUZZTIME:-2s} scripts/fuzz.sh
