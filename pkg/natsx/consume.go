@@ -2,6 +2,7 @@ package natsx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -281,20 +282,21 @@ type consumer struct {
 const ackTimeout = 5 * time.Second
 
 func (c *consumer) handle(msg jetstream.Msg) {
-	log := c.log.With("subject", msg.Subject())
+	start := time.Now()
+	log := c.log.With("subject", msg.Subject(), "event_id", eventID(msg))
 	md, mdErr := msg.Metadata()
 	var numDelivered, seq uint64 = 1, 0
 	if mdErr == nil {
 		numDelivered, seq = md.NumDelivered, md.Sequence.Stream
 		log = log.With("stream_seq", seq, "delivery", numDelivered)
 	} else {
-		log.Warn("message without jetstream metadata", "err", mdErr)
+		log.WarnContext(c.ctx, "message without jetstream metadata", "err", mdErr)
 	}
 
 	if !c.gate.enter() {
 		// Stopping: hand the message back at once instead of letting it wait out AckWait.
 		if err := msg.Nak(); err != nil {
-			log.Error("nak on stop failed", "err", err)
+			log.ErrorContext(c.ctx, "nak on stop failed", "err", err)
 		}
 		return
 	}
@@ -315,32 +317,48 @@ func (c *consumer) handle(msg jetstream.Msg) {
 	defer span.End()
 
 	herr := c.h(ctx, msg)
+	outcome := "ack"
 	switch {
 	case herr == nil:
 		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 		defer cancel()
 		if err := msg.DoubleAck(ackCtx); err != nil {
 			span.RecordError(err)
-			log.Error("ack failed; the message will be redelivered", "err", err)
+			log.ErrorContext(ctx, "ack failed; the message will be redelivered", "err", err)
 		}
 	case IsPermanent(herr):
-		c.deadLetter(ctx, span, log, msg, seq, numDelivered, "poison", herr)
+		outcome = c.deadLetter(ctx, span, log, msg, seq, numDelivered, "poison", herr)
 	case numDelivered >= uint64(c.spec.MaxDeliver):
-		c.deadLetter(ctx, span, log, msg, seq, numDelivered, "exhausted", herr)
+		outcome = c.deadLetter(ctx, span, log, msg, seq, numDelivered, "exhausted", herr)
 	default:
+		outcome = "nak"
 		span.RecordError(herr)
 		span.SetStatus(codes.Error, herr.Error())
 		delay := RetryDelay(numDelivered)
-		log.Warn("handler failed; retrying", "err", herr, "retry_in", delay)
+		log.WarnContext(ctx, "handler failed; retrying", "err", herr, "retry_in", delay)
 		if err := msg.NakWithDelay(delay); err != nil {
-			log.Error("nak failed; the message will be redelivered after ack wait", "err", err, "handler_err", herr)
+			log.ErrorContext(ctx, "nak failed; the message will be redelivered after ack wait", "err", err, "handler_err", herr)
 		}
 	}
+	log.DebugContext(ctx, "message handled", "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+}
+
+// eventID names msg in logs: the id of its envelope when the body is one, its Nats-Msg-Id
+// otherwise (a malformed body, a message that is not a pkg/events envelope).
+func eventID(msg jetstream.Msg) string {
+	var env struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(msg.Data(), &env) == nil && env.ID != "" {
+		return env.ID
+	}
+	return msg.Headers().Get(jetstream.MsgIDHeader)
 }
 
 // deadLetter copies msg to DEADLETTER and terminates it; when the copy cannot be stored the
-// message is Nak'ed so that it is retried rather than lost.
-func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Logger, msg jetstream.Msg, seq, numDelivered uint64, reason string, herr error) {
+// message is Nak'ed so that it is retried rather than lost. It returns what it did: "term" or
+// "nak".
+func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Logger, msg jetstream.Msg, seq, numDelivered uint64, reason string, herr error) (outcome string) {
 	span.RecordError(herr)
 	span.SetStatus(codes.Error, reason+": "+herr.Error())
 	dl := nats.NewMsg(SubjectDeadLetterPrefix + msg.Subject())
@@ -363,21 +381,22 @@ func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Lo
 	defer cancel()
 	msgID := fmt.Sprintf("dl:%s:%d", c.spec.Stream, seq)
 	if _, err := c.js.PublishMsg(pubCtx, dl, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(StreamDeadLetter)); err != nil {
-		log.Error("dead-letter publish failed; retrying the message instead of terminating it", "err", err, "handler_err", herr)
+		log.ErrorContext(ctx, "dead-letter publish failed; retrying the message instead of terminating it", "err", err, "handler_err", herr)
 		if err := msg.NakWithDelay(RetryDelay(numDelivered)); err != nil {
-			log.Error("nak failed; the message will be redelivered after ack wait", "err", err)
+			log.ErrorContext(ctx, "nak failed; the message will be redelivered after ack wait", "err", err)
 		}
-		return
+		return "nak"
 	}
 	c.terminated.Add(ctx, 1, metric.WithAttributes(
 		attribute.String("messaging.destination.name", msg.Subject()),
 		attribute.String("messaging.consumer.group.name", c.spec.Durable),
 		attribute.String("reason", reason),
 	))
-	log.Error("message dead-lettered and terminated", "reason", reason, "err", herr)
+	log.ErrorContext(ctx, "message dead-lettered and terminated", "reason", reason, "err", herr)
 	if err := msg.TermWithReason(reason + ": " + truncate(herr.Error(), 200)); err != nil {
-		log.Error("term failed; the message will be redelivered and dead-lettered again (deduplicated)", "err", err)
+		log.ErrorContext(ctx, "term failed; the message will be redelivered and dead-lettered again (deduplicated)", "err", err)
 	}
+	return "term"
 }
 
 func truncate(s string, n int) string {
