@@ -80,7 +80,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		wait := r.opts.PollInterval
 		if err != nil {
-			r.log.Error("publish outbox", "err", err, "retry_in", backoff)
+			r.log.ErrorContext(ctx, "publish outbox", "err", err, "retry_in", backoff)
 			wait, backoff = backoff, min(2*backoff, r.opts.MaxBackoff)
 		} else {
 			backoff = r.opts.PollInterval
@@ -88,9 +88,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if r.opts.Retention > 0 && time.Since(lastCleanup) >= cleanupEvery {
 			lastCleanup = time.Now()
 			if n, err := r.Cleanup(ctx); err != nil {
-				r.log.Error("clean up outbox", "err", err)
+				r.log.ErrorContext(ctx, "clean up outbox", "err", err)
 			} else if n > 0 {
-				r.log.Info("cleaned up outbox", "deleted", n)
+				r.log.InfoContext(ctx, "cleaned up outbox", "deleted", n)
 			}
 		}
 		l.wait(ctx, wait)
@@ -255,12 +255,12 @@ func (r *Relay) listen(ctx context.Context) *listener {
 func (l *listener) connect(ctx context.Context) {
 	c, err := l.r.pool.Acquire(ctx)
 	if err != nil {
-		l.r.log.Warn("outbox listen: acquire connection; polling only", "err", err)
+		l.r.log.WarnContext(ctx, "outbox listen: acquire connection; polling only", "err", err)
 		return
 	}
 	conn := c.Hijack() // owned by the listener from now on: it must not go back LISTENing
 	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
-		l.r.log.Warn("outbox listen; polling only", "err", err)
+		l.r.log.WarnContext(ctx, "outbox listen; polling only", "err", err)
 		l.closeConn(conn)
 		return
 	}
@@ -287,7 +287,7 @@ func (l *listener) wait(ctx context.Context, d time.Duration) {
 	if err == nil || ctx.Err() != nil || (wctx.Err() != nil && pgconn.Timeout(err)) {
 		return
 	}
-	l.r.log.Warn("outbox listen: connection lost; reconnecting", "err", err)
+	l.r.log.WarnContext(ctx, "outbox listen: connection lost; reconnecting", "err", err)
 	l.closeConn(l.conn)
 	l.conn = nil
 	// Don't spin on a broken server: the next wait starts with a plain sleep.

@@ -36,9 +36,9 @@ func pruneInbox(db inbox.Execer, retention, every time.Duration, log *slog.Logge
 			n, err := inbox.Prune(ctx, db, retention)
 			switch {
 			case err != nil && ctx.Err() == nil:
-				log.Warn("inbox prune failed; retrying at the next tick", "err", err, "retry_in", every)
+				log.WarnContext(ctx, "inbox prune failed; retrying at the next tick", "err", err, "retry_in", every)
 			case n > 0:
-				log.Info("inbox pruned", "claims", n, "older_than", retention.String())
+				log.InfoContext(ctx, "inbox pruned", "claims", n, "older_than", retention.String())
 			}
 			select {
 			case <-ctx.Done():
