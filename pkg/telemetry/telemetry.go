@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Setup installs the global TracerProvider for service and the W3C TraceContext + Baggage
@@ -118,4 +119,27 @@ func ExtractNATS(ctx context.Context, h nats.Header) context.Context {
 // InjectMap writes the trace context of ctx into m (the outbox stores headers as a map).
 func InjectMap(ctx context.Context, m map[string]string) {
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(m))
+}
+
+// Traceparent returns the W3C traceparent of ctx's span ("" outside a span): stored with a
+// record whose later handling starts a trace of its own (a provider's callback), it lets that
+// trace link back to this one (LinkTraceparent).
+func Traceparent(ctx context.Context) string {
+	m := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, m)
+	return m.Get("traceparent")
+}
+
+// LinkTraceparent adds to ctx's span a link, with attrs, to the span traceparent names (as
+// Traceparent returned it). An empty or invalid traceparent adds nothing. A link, not a parent:
+// the span stays in its own trace, and a backend shows the two traces as related.
+func LinkTraceparent(ctx context.Context, traceparent string, attrs ...attribute.KeyValue) {
+	if traceparent == "" {
+		return
+	}
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent}))
+	if !sc.IsValid() {
+		return
+	}
+	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc, Attributes: attrs})
 }
