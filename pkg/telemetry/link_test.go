@@ -25,9 +25,9 @@ func TestLinkTraceparentLinksASpanOfAnotherTrace(t *testing.T) {
 	order.End()
 
 	cctx, callback := tp.Tracer("test").Start(ctx, "callback")
-	telemetry.LinkTraceparent(cctx, stored, attribute.String("why", "test"))
-	telemetry.LinkTraceparent(cctx, "")
-	telemetry.LinkTraceparent(cctx, "00-garbage")
+	telemetry.LinkTraceparent(cctx, stored, "test")
+	telemetry.LinkTraceparent(cctx, "", "test")
+	telemetry.LinkTraceparent(cctx, "00-garbage", "test")
 	callback.End()
 
 	spans := exp.GetSpans()
@@ -37,5 +37,5 @@ func TestLinkTraceparentLinksASpanOfAnotherTrace(t *testing.T) {
 	require.Len(t, got.Links, 1, "empty and invalid traceparents add nothing")
 	assert.Equal(t, order.SpanContext().TraceID(), got.Links[0].SpanContext.TraceID())
 	assert.Equal(t, order.SpanContext().SpanID(), got.Links[0].SpanContext.SpanID())
-	assert.Equal(t, []attribute.KeyValue{attribute.String("why", "test")}, got.Links[0].Attributes)
+	assert.Equal(t, []attribute.KeyValue{attribute.String(telemetry.LinkAttribute, "test")}, got.Links[0].Attributes)
 }

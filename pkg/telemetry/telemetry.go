@@ -130,10 +130,14 @@ func Traceparent(ctx context.Context) string {
 	return m.Get("traceparent")
 }
 
-// LinkTraceparent adds to ctx's span a link, with attrs, to the span traceparent names (as
-// Traceparent returned it). An empty or invalid traceparent adds nothing. A link, not a parent:
-// the span stays in its own trace, and a backend shows the two traces as related.
-func LinkTraceparent(ctx context.Context, traceparent string, attrs ...attribute.KeyValue) {
+// LinkAttribute is the link attribute saying why LinkTraceparent linked two spans.
+const LinkAttribute = "stockflow.link"
+
+// LinkTraceparent adds to ctx's span a link to the span traceparent names (as Traceparent
+// returned it), with attribute stockflow.link = why (say "order.created"). An empty or invalid
+// traceparent adds nothing. A link, not a parent: the span stays in its own trace, and a
+// backend shows the two traces as related.
+func LinkTraceparent(ctx context.Context, traceparent, why string) {
 	if traceparent == "" {
 		return
 	}
@@ -141,5 +145,5 @@ func LinkTraceparent(ctx context.Context, traceparent string, attrs ...attribute
 	if !sc.IsValid() {
 		return
 	}
-	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc, Attributes: attrs})
+	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String(LinkAttribute, why)}})
 }

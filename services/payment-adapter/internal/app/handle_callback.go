@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
 
@@ -47,6 +48,9 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 	}
 	stored, created, err := s.store.RecordPayment(ctx, n.Provider, n.ProviderTxnID, n.OrderID,
 		func(o payment.OrderTotal) (*payment.Payment, []events.Message, error) {
+			// The provider's call starts a trace of its own (it carries no trace context of
+			// ours); its span links to the order's trace, where order.created reached us.
+			telemetry.LinkTraceparent(ctx, o.Traceparent, events.SubjectOrderCreated)
 			pay, err := payment.Record(s.newID(), n, o, s.now())
 			if err != nil {
 				return nil, nil, err

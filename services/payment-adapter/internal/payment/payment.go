@@ -133,6 +133,9 @@ type OrderTotal struct {
 	OrderID  string
 	Total    int64
 	Currency string
+	// Traceparent is the W3C trace context of the order.created ("" when unknown): the trace
+	// of a callback for the order links to it.
+	Traceparent string
 }
 
 // Refund is the one refund of a payment (refunds are whole: the order service refunds whole

@@ -44,8 +44,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // RememberOrder implements app.Store.
 func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error) {
 	duplicate, err = outbox.InTx(ctx, s.pool, &in, func(tx pgx.Tx) ([]events.Message, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency) VALUES ($1, $2, $3)
-			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency)
+		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency, traceparent) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency, nullString(o.Traceparent))
 		if err != nil {
 			return nil, fmt.Errorf("insert order total: %w", err)
 		}
@@ -72,8 +72,8 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 			return err
 		}
 		var o payment.OrderTotal
-		err = tx.QueryRow(ctx, `SELECT order_id, total, currency FROM order_totals WHERE order_id = $1`, orderID).
-			Scan(&o.OrderID, &o.Total, &o.Currency)
+		err = tx.QueryRow(ctx, `SELECT order_id, total, currency, coalesce(traceparent, '') FROM order_totals WHERE order_id = $1`, orderID).
+			Scan(&o.OrderID, &o.Total, &o.Currency, &o.Traceparent)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %s", payment.ErrOrderUnknown, orderID)
 		}
