@@ -2,7 +2,12 @@ module github.com/stockflow/stockflow/services/stock
 
 go 1.26.8
 
-require github.com/stockflow/stockflow/pkg v0.0.0
+require (
+	github.com/stockflow/stockflow/pkg v0.0.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/metric v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
+)
 
 require (
 	github.com/go-kit/kit v0.13.0 // indirect

@@ -8,6 +8,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/outbox"
@@ -26,15 +28,25 @@ type Service struct {
 	now      func() time.Time
 	locks    *combine.Batcher[lockCall, stock.LockResult]
 	resolves *combine.Batcher[resolveCall, Resolution]
+	rec      *recorder
 }
 
 // New returns a Service on store that combines requests with the default options.
-func New(store Store) *Service { return NewCombining(store, combine.Options{}) }
+func New(store Store, with ...Option) *Service {
+	return NewCombining(store, combine.Options{}, with...)
+}
 
 // NewCombining returns a Service on store that combines requests as opts says; MaxBatch 1
-// runs every request in its own transaction.
-func NewCombining(store Store, opts combine.Options) *Service {
-	s := &Service{store: store, now: time.Now}
+// runs every request in its own transaction. Its instruments (docs/observability.md) are made
+// here, once, on the global MeterProvider unless an Option says otherwise.
+func NewCombining(store Store, opts combine.Options, with ...Option) *Service {
+	o := options{meters: otel.GetMeterProvider()}
+	for _, opt := range with {
+		opt(&o)
+	}
+	s := &Service{now: time.Now}
+	s.rec = newRecorder(store, s.now, o)
+	s.store = guarded{Store: store, rec: s.rec}
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	ctx := context.Background()
 	s.locks = combine.New(ctx, opts, combined(func(c lockCall) string { return c.req.OrderID }, s.lockOrders))
@@ -42,10 +54,11 @@ func NewCombining(store Store, opts combine.Options) *Service {
 	return s
 }
 
-// Close waits for the batches in flight; later calls fail.
+// Close waits for the batches in flight and stops the gauges; later calls fail.
 func (s *Service) Close() {
 	s.locks.Close()
 	s.resolves.Close()
+	s.rec.close()
 }
 
 // emit sets what u emits: evs, encoded now, each carrying the trace of ctx (its caller's).

@@ -22,7 +22,19 @@ import (
 // stock.lock_rejected, reason invalid_order, so the order ends rejected instead of waiting
 // forever; the result says so and the error is nil. An HTTP caller (in == nil) gets the
 // validation error (ErrBadOrder, ErrBadSKU, ErrBadQuantity) and nothing is emitted.
+//
+// Every answer without an error is counted in stockflow.stock.lock.outcomes and timed in
+// stockflow.stock.lock.duration (the wait for its batch included).
 func (s *Service) LockForOrder(ctx context.Context, in *inbox.Message, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
+	start := time.Now()
+	res, err := s.lockForOrder(ctx, in, orderID, lines, deadline, operator)
+	if err == nil {
+		s.rec.lock(ctx, start, res)
+	}
+	return res, err
+}
+
+func (s *Service) lockForOrder(ctx context.Context, in *inbox.Message, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
 	parsed, err := stock.ParseLines(lines)
 	switch {
 	case err != nil && in == nil:

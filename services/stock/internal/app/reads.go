@@ -34,8 +34,17 @@ func (s *Service) OrderOutcome(ctx context.Context, orderID string) (stock.Order
 }
 
 // Verify compares every slot's summary with the fold of its ledger and with its lock rows, in
-// one snapshot, and returns every difference; none means consistent.
-func (s *Service) Verify(ctx context.Context) ([]stock.Difference, error) { return s.store.Verify(ctx) }
+// one snapshot, and returns every difference; none means consistent. A slot oversold (sold +
+// locked > on_hand, or available < 0) is a difference of Check CheckOversell, and each SKU
+// with one is counted in stockflow.stock.oversell.
+func (s *Service) Verify(ctx context.Context) ([]stock.Difference, error) {
+	diffs, err := s.store.Verify(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.rec.differences(ctx, diffs)
+	return diffs, nil
+}
 
 // Rebuild recomputes every slot's figures from the ledger (the ledger wins) and returns the
 // SKUs it changed.

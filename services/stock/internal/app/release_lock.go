@@ -19,7 +19,7 @@ func (s *Service) ReleaseLock(ctx context.Context, in *inbox.Message, orderID st
 	if why == "" {
 		return Resolution{}, fmt.Errorf("release with change type %q", reason)
 	}
-	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, kind: stepRelease,
 		step: func(l *stock.Lock) (stock.Movement, error) { return l.Release(reason) },
 		settle: func(_ context.Context, _ Tx, res *Resolution, err error) ([]events.Event, error) {
 			if errors.Is(err, stock.ErrNoLock) && !errors.Is(err, stock.ErrOrderUnknown) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
@@ -24,12 +25,20 @@ type resolveCall struct {
 	settle func(ctx context.Context, tx Tx, res *Resolution, err error) ([]events.Event, error)
 	// paymentID is recorded as the payment that sold the order, when the step applied.
 	paymentID string
+	// kind names the resolution in the metrics.
+	kind step
 }
 
-// resolve runs c in the next batch of lock resolutions.
+// resolve runs c in the next batch of lock resolutions. Every answer without an error is
+// counted in stockflow.stock.resolve.outcomes and timed in stockflow.stock.resolve.duration.
 func (s *Service) resolve(ctx context.Context, c resolveCall) (Resolution, error) {
+	start := time.Now()
 	c.ctx = ctx
-	return s.resolves.Do(ctx, c)
+	res, err := s.resolves.Do(ctx, c)
+	if err == nil {
+		s.rec.resolve(ctx, c.kind, start, res)
+	}
+	return res, err
 }
 
 // resolveOrders moves the locks of a batch of orders in one transaction. A lock already past

@@ -15,7 +15,7 @@ import (
 // refunded (stock.DecideSale). The same payment again is a no-op. An order stock has not seen
 // yet returns an error wrapping ErrOrderUnknown (retry later).
 func (s *Service) SellLocked(ctx context.Context, in *inbox.Message, orderID, paymentID, operator string) (Resolution, error) {
-	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, step: (*stock.Lock).Sell, paymentID: paymentID,
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, step: (*stock.Lock).Sell, paymentID: paymentID, kind: stepSell,
 		settle: func(ctx context.Context, tx Tx, res *Resolution, err error) ([]events.Event, error) {
 			paidBy := ""
 			if err == nil && !res.Applied { // the locks were past selling: by which payment?

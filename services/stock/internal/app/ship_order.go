@@ -11,7 +11,7 @@ import (
 // ShipOrder takes a sold order's units out of sold and on_hand and emits stock.shipped.
 // ErrLockNotHeld when the order is not sold; a second ship is a reported no-op.
 func (s *Service) ShipOrder(ctx context.Context, in *inbox.Message, orderID, operator string) (Resolution, error) {
-	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator,
+	return s.resolve(ctx, resolveCall{in: in, orderID: orderID, operator: operator, kind: stepShip,
 		step: func(l *stock.Lock) (stock.Movement, error) {
 			if l.State() == stock.StateShipped || l.State() == stock.StateRefunded {
 				return stock.Movement{}, stock.ErrAlreadyResolved

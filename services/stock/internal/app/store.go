@@ -15,6 +15,9 @@ type Store interface {
 	// InBatch runs units in one transaction as outbox.Batch does: it claims their messages,
 	// fn does the work of the fresh ones (indexes into units) and sets their Msgs or Err, and
 	// the failed ones' claims are withdrawn.
+	//
+	// A movement the summaries' guard refuses (it would take a figure below zero) fails
+	// InTx and InBatch with an error wrapping *OversellError.
 	InBatch(ctx context.Context, units []*outbox.Unit, fn func(tx Tx, fresh []int) error) error
 	Reads
 }
@@ -60,4 +63,9 @@ type Reads interface {
 	OverdueLocks(ctx context.Context, cutoff time.Time, limit int) (int, []string, error)
 	HeldOrders(ctx context.Context, cutoff time.Time, limit int) (int, []string, error)
 	CountSKUs(ctx context.Context) (int, error)
+	// SKUQuantities returns the figures of those of skus that exist (the sums over their
+	// slots), in one query.
+	SKUQuantities(ctx context.Context, skus []string) (map[string]stock.Quantities, error)
+	// CountOverdueLocks counts the locks still held whose deadline is before cutoff.
+	CountOverdueLocks(ctx context.Context, cutoff time.Time) (int, error)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
 // Config is every setting of the stock service.
@@ -41,6 +43,10 @@ type Config struct {
 	CombineFlushers int `env:"STOCK_COMBINE_FLUSHERS" envDefault:"1"`
 	// ReconcileBatch is how many orders one run of a lock job handles at most.
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
+	// WatchSKUs are the SKUs whose figures (on_hand, available, locked, sold, incoming) the
+	// stockflow.stock.sku.quantity gauge reports, comma-separated: the flash sale's hot SKUs
+	// on the dashboard. Read from the database at most every few seconds; empty: none.
+	WatchSKUs []string `env:"STOCK_WATCH_SKUS" envSeparator:","`
 }
 
 // Load reads the configuration from environ (os.Environ form) over the service's defaults.
@@ -50,6 +56,14 @@ func Load(environ []string) (Config, error) {
 		return cfg, err
 	}
 	cfg.Default("127.0.0.1:8082", "postgres://postgres@127.0.0.1:5432/stockflow_stock")
+	// "A, B," is A and B: a space after a comma or a trailing comma is not a SKU.
+	watch := cfg.WatchSKUs[:0]
+	for _, sku := range cfg.WatchSKUs {
+		if sku = strings.TrimSpace(sku); sku != "" {
+			watch = append(watch, sku)
+		}
+	}
+	cfg.WatchSKUs = watch
 	return cfg, cfg.Validate()
 }
 
@@ -76,6 +90,11 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	for _, sku := range c.WatchSKUs {
+		if err := stock.ValidSKU(sku); err != nil {
+			errs = append(errs, fmt.Errorf("STOCK_WATCH_SKUS: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

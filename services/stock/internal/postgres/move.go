@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -167,7 +168,8 @@ func (t *Tx) stageSummaries(sums map[stock.SlotKey]stock.Quantities) {
 		   AND s.locked + u.locked >= 0 AND s.sold + u.sold >= 0 AND s.incoming + u.incoming >= 0`,
 		skus, slots, onHand, locked, sold, incoming).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != int64(n) {
-			return fmt.Errorf("move %d slots: %d rows matched the guard; summaries changed under a row lock", n, tag.RowsAffected())
+			return &app.OversellError{SKUs: slices.Compact(slices.Sorted(slices.Values(skus))),
+				Detail: fmt.Sprintf("move %d slots: %d rows matched the guard; summaries changed under a row lock", n, tag.RowsAffected())}
 		}
 		return nil
 	})

@@ -59,3 +59,37 @@ func (s *Store) CountSKUs(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// SKUQuantities returns the figures of those of skus that exist, summed over their slots, in
+// one query (the watched SKUs' gauges).
+func (s *Store) SKUQuantities(ctx context.Context, skus []string) (map[string]stock.Quantities, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sku, sum(on_hand), sum(locked), sum(sold), sum(incoming) FROM sku_stock
+		WHERE sku = ANY($1) GROUP BY sku`, skus)
+	if err != nil {
+		return nil, fmt.Errorf("read %d skus: %w", len(skus), err)
+	}
+	defer rows.Close()
+	out := make(map[string]stock.Quantities, len(skus))
+	for rows.Next() {
+		var sku string
+		var q stock.Quantities
+		if err := rows.Scan(&sku, &q.OnHand, &q.Locked, &q.Sold, &q.Incoming); err != nil {
+			return nil, fmt.Errorf("read %d skus: %w", len(skus), err)
+		}
+		out[sku] = q
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %d skus: %w", len(skus), err)
+	}
+	return out, nil
+}
+
+// CountOverdueLocks counts the locks still held whose deadline is before cutoff: one count
+// over the partial index of held locks by deadline.
+func (s *Store) CountOverdueLocks(ctx context.Context, cutoff time.Time) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM stock_lock WHERE state = 'locked' AND deadline < $1`, cutoff).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count overdue locks: %w", err)
+	}
+	return n, nil
+}

@@ -8,13 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
 // foldSQL folds the ledger of every slot of every SKU: the sum of each figure's
 // after-minus-before.
 const foldSQL = `
-SELECT s.sku, s.slot, s.on_hand, s.locked, s.sold, s.incoming,
+SELECT s.sku, s.slot, s.on_hand, s.locked, s.sold, s.incoming, s.available,
        coalesce(f.on_hand, 0), coalesce(f.locked, 0), coalesce(f.sold, 0), coalesce(f.incoming, 0),
        coalesce(k.locked, 0), coalesce(k.sold, 0)
   FROM sku_stock s
@@ -38,7 +39,8 @@ SELECT sku, slot, id, on_hand_before, locked_before, sold_before, incoming_befor
 
 // Verify compares every slot of every SKU with the fold of its ledger rows and with its lock
 // rows (locked and sold equal the units of locks in those states), and checks that each ledger
-// row starts where the previous one of its slot ended. It returns every difference; none means consistent.
+// row starts where the previous one of its slot ended, and that no slot is oversold
+// (app.CheckOversell). It returns every difference; none means consistent.
 func (s *Store) Verify(ctx context.Context) ([]stock.Difference, error) {
 	var diffs []stock.Difference
 	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -66,10 +68,13 @@ func verify(ctx context.Context, tx pgx.Tx) ([]stock.Difference, error) {
 		var sku string
 		var slot int
 		var sum, fold [4]int64
-		var lockLocked, lockSold int64
-		if err := rows.Scan(&sku, &slot, &sum[0], &sum[1], &sum[2], &sum[3], &fold[0], &fold[1], &fold[2], &fold[3], &lockLocked, &lockSold); err != nil {
+		var available, lockLocked, lockSold int64
+		if err := rows.Scan(&sku, &slot, &sum[0], &sum[1], &sum[2], &sum[3], &available, &fold[0], &fold[1], &fold[2], &fold[3], &lockLocked, &lockSold); err != nil {
 			rows.Close()
 			return nil, err
+		}
+		if d, ok := oversold(sku, slot, sum[0], sum[1], sum[2], available); ok {
+			diffs = append(diffs, d)
 		}
 		for i, field := range []string{"on_hand", "locked", "sold", "incoming"} {
 			if sum[i] != fold[i] {
@@ -108,6 +113,18 @@ func verify(ctx context.Context, tx pgx.Tx) ([]stock.Difference, error) {
 		}
 	}
 	return diffs, rows.Err()
+}
+
+// oversold reports a slot whose figures promise more than it holds: sold + locked > on_hand,
+// or a stored available below zero. The table's constraints forbid both; a row edited past
+// them (or a constraint dropped) shows here. Summary is the units promised beyond on_hand.
+func oversold(sku string, slot int, onHand, locked, sold, available int64) (stock.Difference, bool) {
+	over := max(locked+sold-onHand, -available)
+	if over <= 0 {
+		return stock.Difference{}, false
+	}
+	return stock.Difference{SKU: sku, Slot: slot, Check: app.CheckOversell, Field: "available", Summary: -over, Expect: 0,
+		Detail: fmt.Sprintf("on_hand %d, locked %d, sold %d, available %d", onHand, locked, sold, available)}, true
 }
 
 // Rebuild recomputes every slot's figures from the ledger in one transaction (the ledger wins)

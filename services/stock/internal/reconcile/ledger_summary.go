@@ -15,7 +15,9 @@ import (
 // rows (Service.Verify), each difference reported with both figures. Repair rebuilds
 // the summaries from the ledger (Service.Rebuild: the ledger wins) when a ledger_fold
 // difference was found; a difference a rebuild cannot fix (lock rows that disagree with the
-// ledger, a broken ledger chain) stays a finding for a human.
+// ledger, a broken ledger chain) stays a finding for a human. An oversold slot (sold + locked
+// > on_hand, or available < 0) is a finding of kind summary_oversell, and Verify counts it in
+// stockflow.stock.oversell: the alert that must never fire.
 func LedgerSummary(svc *app.Service, interval time.Duration) reconcile.Job {
 	return reconcile.Job{Name: "ledger_summary", Interval: interval, Run: func(ctx context.Context, mode reconcile.Mode) (reconcile.Result, error) {
 		var res reconcile.Result
@@ -46,6 +48,9 @@ func LedgerSummary(svc *app.Service, interval time.Duration) reconcile.Job {
 			f := reconcile.Finding{Kind: "summary_" + d.Check, IDs: map[string]string{"sku": d.SKU, "field": d.Field},
 				Values: map[string]int64{"summary": d.Summary, "expected": d.Expect},
 				Detail: fmt.Sprintf("%s %s: summary %d, %s says %d", d.SKU, d.Field, d.Summary, d.Check, d.Expect)}
+			if d.Check == app.CheckOversell {
+				f.Detail = fmt.Sprintf("%s slot %d oversold: %d units promised beyond on_hand", d.SKU, d.Slot, -d.Summary)
+			}
 			if d.Detail != "" {
 				f.Detail += " (" + d.Detail + ")"
 			}
