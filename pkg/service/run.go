@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/deadletter"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/outbox"
@@ -117,9 +118,10 @@ func commandNames(cmds map[string]func(context.Context, *pgxpool.Pool, io.Writer
 	return s
 }
 
-// Schemas returns the service's schemas with the shared outbox, inbox and reconcile schemas.
+// Schemas returns the service's schemas with the shared outbox, inbox, reconcile and
+// dead-letter replay schemas.
 func Schemas(own ...postgres.Schema) []postgres.Schema {
-	return append(append([]postgres.Schema{}, own...), outbox.Schema, inbox.Schema, reconcile.Schema)
+	return append(append([]postgres.Schema{}, own...), outbox.Schema, inbox.Schema, reconcile.Schema, deadletter.Schema)
 }
 
 func openDB(ctx context.Context, spec Spec, migrate bool) (*pgxpool.Pool, error) {
@@ -200,6 +202,12 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		return fmt.Errorf("listen %s: %w", spec.Base.HTTPAddr, err)
 	}
 	handler := reconcile.Mount(parts.Handler, runner, log, verifier)
+	// Dead letters of the service's own consumers, replayed through their handlers (decision 0006).
+	replay := map[string]natsx.Handler{}
+	for _, c := range parts.Consumers {
+		replay[c.Spec.Durable] = c.Handle
+	}
+	handler = deadletter.Mount(handler, deadletter.New(pool, js, replay, log), log, verifier)
 	// Every phase of a request is bounded, so slow or idle clients cannot hold connections:
 	// headers 5 s, the whole body 10 s, the answer 60 s, an idle keep-alive 60 s, headers 64 KiB.
 	srv := &http.Server{
