@@ -39,3 +39,9 @@ func TestLinkTraceparentLinksASpanOfAnotherTrace(t *testing.T) {
 	assert.Equal(t, order.SpanContext().SpanID(), got.Links[0].SpanContext.SpanID())
 	assert.Equal(t, []attribute.KeyValue{attribute.String(telemetry.LinkAttribute, "test")}, got.Links[0].Attributes)
 }
+
+func TestWithTraceparentRoundTrips(t *testing.T) {
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	assert.Equal(t, tp, telemetry.Traceparent(telemetry.WithTraceparent(context.Background(), tp)))
+	assert.Empty(t, telemetry.Traceparent(telemetry.WithTraceparent(context.Background(), "garbage")))
+}

@@ -130,6 +130,12 @@ func Traceparent(ctx context.Context) string {
 	return m.Get("traceparent")
 }
 
+// WithTraceparent returns ctx carrying, as its remote parent, the span traceparent names (as
+// Traceparent returned it); ctx itself when traceparent is empty or invalid.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
 // LinkAttribute is the link attribute saying why LinkTraceparent linked two spans.
 const LinkAttribute = "stockflow.link"
 
@@ -141,7 +147,7 @@ func LinkTraceparent(ctx context.Context, traceparent, why string) {
 	if traceparent == "" {
 		return
 	}
-	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent}))
+	sc := trace.SpanContextFromContext(WithTraceparent(context.Background(), traceparent))
 	if !sc.IsValid() {
 		return
 	}

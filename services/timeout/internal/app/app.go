@@ -30,17 +30,26 @@ type Store interface {
 
 // Tx is the Store inside one transaction of Within.
 type Tx interface {
-	// Insert stores d unless its order already has a deadline (inserted=false). A concurrent
-	// insert of the same order is waited for, so exactly one of them inserts.
+	// Insert stores d unless its order already has a deadline (inserted=false), with the trace
+	// context of ctx. A concurrent insert of the same order is waited for, so exactly one of
+	// them inserts.
 	Insert(ctx context.Context, d *deadline.Deadline) (inserted bool, err error)
 	// Lock returns the order's deadline locked FOR UPDATE, or an error wrapping
 	// deadline.ErrNotFound.
 	Lock(ctx context.Context, orderID string) (*deadline.Deadline, error)
 	// LockDue returns up to limit scheduled deadlines due at now (deadline <= now), earliest
-	// first, locked FOR UPDATE SKIP LOCKED: rows another transaction holds are skipped.
-	LockDue(ctx context.Context, now time.Time, limit int) ([]*deadline.Deadline, error)
+	// first, locked FOR UPDATE SKIP LOCKED: rows another transaction holds are skipped. Each
+	// comes with the trace context Insert stored with it.
+	LockDue(ctx context.Context, now time.Time, limit int) ([]Due, error)
 	// Save stores d's state and resolution.
 	Save(ctx context.Context, d *deadline.Deadline) error
+}
+
+// Due is a deadline LockDue found due, with the W3C traceparent of the trace it was scheduled
+// in ("" when unknown): the sweeper's expiry continues that trace, as a fired schedule does.
+type Due struct {
+	*deadline.Deadline
+	Traceparent string
 }
 
 // CancelSchedule removes an order's pending scheduled message (natsx.CancelSchedule in

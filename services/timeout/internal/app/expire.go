@@ -82,12 +82,15 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 				if err := d.Expire(now); err != nil {
 					return nil, err // cannot happen: LockDue returns scheduled, due rows
 				}
-				if err := tx.Save(ctx, d); err != nil {
+				if err := tx.Save(ctx, d.Deadline); err != nil {
 					return nil, err
 				}
-				msg, err := s.expiredEvent(d)
+				msg, err := s.expiredEvent(d.Deadline)
 				if err != nil {
 					return nil, err
+				}
+				if d.Traceparent != "" { // the order's trace, not the sweep's (it has none)
+					msg.Headers = map[string]string{"traceparent": d.Traceparent}
 				}
 				msgs = append(msgs, msg)
 			}

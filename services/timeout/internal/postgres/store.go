@@ -17,6 +17,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
@@ -69,9 +70,9 @@ type txStore struct{ tx pgx.Tx }
 func (t txStore) Insert(ctx context.Context, d *deadline.Deadline) (bool, error) {
 	s := d.Snapshot()
 	tag, err := t.tx.Exec(ctx, `
-		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (order_id) DO NOTHING`,
-		s.OrderID, nullTime(s.At), s.State.String(), nullString(s.Resolution), s.CreatedAt, s.UpdatedAt)
+		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at, traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (order_id) DO NOTHING`,
+		s.OrderID, nullTime(s.At), s.State.String(), nullString(s.Resolution), s.CreatedAt, s.UpdatedAt, nullString(telemetry.Traceparent(ctx)))
 	if err != nil {
 		return false, fmt.Errorf("insert deadline %s: %w", s.OrderID, err)
 	}
@@ -92,12 +93,17 @@ func (t txStore) Lock(ctx context.Context, orderID string) (*deadline.Deadline, 
 
 // LockDue implements app.Tx. SKIP LOCKED lets sweepers of several replicas, and fire
 // handlers holding a row, work side by side without waiting on each other.
-func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]*deadline.Deadline, error) {
-	return query(ctx, t.tx, selectDeadlines+`
+func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]app.Due, error) {
+	ds, traces, err := queryTraced(ctx, t.tx, selectDeadlines+`
 		WHERE state = 'scheduled' AND deadline <= $1
 		ORDER BY deadline, order_id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`, now, limit)
+	due := make([]app.Due, len(ds))
+	for i, d := range ds {
+		due[i] = app.Due{Deadline: d, Traceparent: traces[i]}
+	}
+	return due, err
 }
 
 // Save implements app.Tx.
@@ -115,20 +121,28 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const selectDeadlines = `SELECT order_id, deadline, state, coalesce(resolution, ''), created_at, updated_at FROM deadlines`
+const selectDeadlines = `SELECT order_id, deadline, state, coalesce(resolution, ''), created_at, updated_at, coalesce(traceparent, '') FROM deadlines`
 
 func query(ctx context.Context, q querier, sql string, args ...any) ([]*deadline.Deadline, error) {
+	ds, _, err := queryTraced(ctx, q, sql, args...)
+	return ds, err
+}
+
+// queryTraced is query that also returns each deadline's stored traceparent.
+func queryTraced(ctx context.Context, q querier, sql string, args ...any) ([]*deadline.Deadline, []string, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("query deadlines: %w", err)
+		return nil, nil, fmt.Errorf("query deadlines: %w", err)
 	}
+	var traces []string
 	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*deadline.Deadline, error) {
 		var s deadline.Snapshot
 		var at *time.Time
-		var state string
-		if err := r.Scan(&s.OrderID, &at, &state, &s.Resolution, &s.CreatedAt, &s.UpdatedAt); err != nil {
+		var state, trace string
+		if err := r.Scan(&s.OrderID, &at, &state, &s.Resolution, &s.CreatedAt, &s.UpdatedAt, &trace); err != nil {
 			return nil, err
 		}
+		traces = append(traces, trace)
 		st, err := deadline.ParseState(state)
 		if err != nil {
 			return nil, err
@@ -141,9 +155,9 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*deadline
 		return deadline.Restore(s), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read deadlines: %w", err)
+		return nil, nil, fmt.Errorf("read deadlines: %w", err)
 	}
-	return ds, nil
+	return ds, traces, nil
 }
 
 func nullString(s string) *string {
