@@ -50,6 +50,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	prefix := "e2e_" + randomHex(4) + "_"
+	traces = newTraceReceiver() // every service exports its spans here (trace_test.go)
+	defer traces.Close()
 	opts := launcher.Options{
 		Root: root, RunDir: runDir, DatabaseURL: pgtest.ServerURL(),
 		Ports:    map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
@@ -66,6 +68,10 @@ func run(m *testing.M) int {
 			"RECONCILE_ORPHAN_LOCKS_INTERVAL=0", "RECONCILE_ORPHAN_LOCKS_AGE=0s",
 			"RECONCILE_STUCK_ORDERS_INTERVAL=0", "RECONCILE_STUCK_ORDERS_GRACE=0s",
 			"RECONCILE_BATCH=10000",
+			// Spans go to the in-test OTLP receiver, every one, within 100 ms of ending.
+			// Traces only: the metrics keep to /metrics, as without an endpoint.
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + traces.URL + "/v1/traces",
+			"OTEL_TRACES_SAMPLER=always_on", "OTEL_BSP_SCHEDULE_DELAY=100",
 		},
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "e2e: "+f+"\n", a...) },
 	}
