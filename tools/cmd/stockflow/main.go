@@ -8,6 +8,7 @@
 //	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
 //	stockflow demo [flags]       up, then how to try it by hand, then a flash sale with its report
 //	stockflow loadtest [flags]   POST /v1/orders at a fixed rate (vegeta) on the running system, then its figures
+//	stockflow dlq list|show|replay [flags]  the dead letters of the running system's consumers; replay through the inbox
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
 // throwaway cluster and the pinned nats-server run on ports 15432 and 14222, which do not clash
@@ -50,7 +51,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest")
+		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest|dlq")
 	}
 	if args[0] == "flashsale" {
 		// Needs no repository: it drives any deployment through its public APIs.
@@ -112,8 +113,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return demo(ctx, o, args[1:], getenv, stdout, stderr)
 	case "loadtest":
 		return loadTest(ctx, o, args[1:], stdout, stderr)
+	case "dlq":
+		return dlq(ctx, o, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest, dlq)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {
