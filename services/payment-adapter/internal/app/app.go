@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -60,27 +62,33 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	newID     func() string
+	meters    metric.MeterProvider
+	rec       *recorder
 }
 
-// Option changes a Service built by New; tests use them to fix the clock.
+// Option changes a Service built by New; tests use them to fix the clock or read the metrics.
 type Option func(*Service)
 
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// New returns a Service on store with the given providers.
+// New returns a Service on store with the given providers. Its instruments
+// (docs/observability.md) are made here, once, on the global MeterProvider unless an Option
+// says otherwise.
 func New(store Store, providers *payment.Registry, log *slog.Logger, opts ...Option) *Service {
 	s := &Service{
 		store:     store,
 		providers: providers,
 		log:       log,
 		// PostgreSQL keeps microseconds: truncating makes what we return equal what we read back.
-		now:   func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
-		newID: func() string { return uuid.Must(uuid.NewV7()).String() },
+		now:    func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+		newID:  func() string { return uuid.Must(uuid.NewV7()).String() },
+		meters: otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.rec = newRecorder(s.meters, providers.Names())
 	return s
 }
 

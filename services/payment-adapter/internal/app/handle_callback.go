@@ -37,6 +37,12 @@ type CallbackResult struct {
 // the stored payment with Duplicate set, changes nothing and emits nothing — even when its
 // content differs, which is logged as a warning (a provider never changes a settled
 // transaction; a conflicting repeat is a bug or an attack, for a human to look at).
+//
+// stockflow.payment.callbacks counts each callback of a registered provider by verdict:
+// accepted (new, recorded), duplicate, forged (ErrInvalidSignature), malformed
+// (ErrMalformedNotification) or mismatch (recorded failed: not the order's amount or
+// currency). A callback that fails otherwise (an unknown order, the database) has no verdict
+// yet: the provider sends it again.
 func (s *Service) HandleCallback(ctx context.Context, provider string, h http.Header, body []byte) (CallbackResult, error) {
 	p, err := s.providers.Provider(provider)
 	if err != nil {
@@ -44,6 +50,7 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 	}
 	n, err := p.Verify(h, body)
 	if err != nil {
+		s.rec.refused(ctx, provider, err)
 		return CallbackResult{}, fmt.Errorf("callback %s: %w", provider, err)
 	}
 	stored, created, err := s.store.RecordPayment(ctx, n.Provider, n.ProviderTxnID, n.OrderID,
@@ -62,8 +69,10 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 			return pay, []events.Message{msg}, nil
 		})
 	if err != nil {
+		s.rec.refused(ctx, provider, err)
 		return CallbackResult{}, fmt.Errorf("callback %s %s for order %s: %w", provider, n.ProviderTxnID, n.OrderID, err)
 	}
+	s.rec.recorded(ctx, provider, created, stored) // committed: counted once, whatever the refund below does
 	if stored.CapturedMismatch() {
 		// After the payment committed, so the refund id (from the payment id) is the same on
 		// every try. A failed refund fails the callback: the provider redelivers it, and the
