@@ -227,6 +227,27 @@ func spanList(spans []span) string {
 	return b.String()
 }
 
+// placeTraced places an order of one unit of sku (payment window timeout, "": the SKU's) as a
+// client whose request starts a trace: it sends a traceparent of a fresh trace id and a span
+// id of its own, which no receiver gets (the client exports nothing), and returns them.
+func placeTraced(c client, sku, timeout string) (orderID, traceID, clientSpan string) {
+	c.t.Helper()
+	traceID, clientSpan = randomHex(16), randomHex(8)
+	buyer := "u-" + randomHex(3)
+	body := map[string]any{"items": []item{{SKU: sku, Qty: 1}}, "currency": "CNY", "buyer_id": buyer}
+	if timeout != "" {
+		body["payment_timeout"] = timeout
+	}
+	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders", body, map[string]string{
+		"Idempotency-Key": randomHex(8), "Authorization": "Bearer " + token(c.t, buyer, auth.Buyer),
+		"traceparent": "00-" + traceID + "-" + clientSpan + "-01",
+	})
+	require.Equal(c.t, http.StatusCreated, status, "%v", resp)
+	return resp["order_id"].(string), traceID, clientSpan
+}
+
+func process(subject string) string { return "process " + subject }
+
 // TestTraceFollowsAnOrderAcrossTheFourServices places one order as a client that starts a
 // trace (its traceparent), pays it through the sandbox callback, and reads the spans the four
 // service processes exported over OTLP:
@@ -240,20 +261,9 @@ func spanList(spans []span) string {
 //     timeout (the deadline cancelled) and order follow in it, with no orphans either.
 func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 	c := client{t}
-	sku := newSKU(t, c, 5)
-	traceID, clientSpan := randomHex(16), randomHex(8)
-	buyer := "u-" + randomHex(3)
-	status, resp := c.call("POST", sys.URLs["order"]+"/v1/orders",
-		map[string]any{"items": []item{{SKU: sku, Qty: 1}}, "currency": "CNY", "buyer_id": buyer},
-		map[string]string{
-			"Idempotency-Key": randomHex(8), "Authorization": "Bearer " + token(t, buyer, auth.Buyer),
-			"traceparent": "00-" + traceID + "-" + clientSpan + "-01",
-		})
-	require.Equal(t, http.StatusCreated, status, "%v", resp)
-	id := resp["order_id"].(string)
+	id, traceID, clientSpan := placeTraced(c, newSKU(t, c, 5), "")
 	c.waitStatus(id, "awaiting_payment", 10*time.Second)
 
-	process := func(subject string) string { return "process " + subject }
 	orderTrace := requireEdges(t, traceID, [][4]string{
 		{"stock", process(events.SubjectOrderCreated), "order", "order"},
 		{"timeout", process(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
@@ -303,4 +313,30 @@ func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 	traces.mu.Lock()
 	defer traces.mu.Unlock()
 	assert.Zero(t, traces.failed, "every export decoded")
+}
+
+// TestTraceFollowsAnUnpaidOrderToItsExpiry: an order left unpaid expires in its own trace,
+// whichever of timeout's paths expires it — the fired schedule message (its headers carry the
+// trace) or the sweeper (the deadline row keeps it): stock's timeout.expired hangs off a
+// timeout span of the order's trace, order's stock.released off it, and nothing is orphaned.
+func TestTraceFollowsAnUnpaidOrderToItsExpiry(t *testing.T) {
+	c := client{t}
+	id, traceID, clientSpan := placeTraced(c, newSKU(t, c, 5), "2s")
+	c.waitStatus(id, "closed", 15*time.Second)
+
+	spans := requireEdges(t, traceID, [][4]string{
+		{"stock", process(events.SubjectOrderCreated), "order", "order"},
+		{"timeout", process(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
+		{"order", process(events.SubjectStockReleased), "stock", process(events.SubjectTimeoutExpired)},
+	})
+	expired, _ := find(spans, "stock", process(events.SubjectTimeoutExpired))
+	i := slices.IndexFunc(spans, func(s span) bool { return s.SpanID == expired.Parent })
+	require.GreaterOrEqual(t, i, 0, "the parent of %s is in the trace:\n%s", expired, spanList(spans))
+	assert.Equal(t, "timeout", spans[i].Service, "timeout expired the order: %s", spans[i])
+	root, _ := find(spans, "order", "order")
+	assert.Equal(t, clientSpan, root.Parent)
+	time.Sleep(time.Second) // late spans
+	spans = traces.trace(traceID)
+	requireNoOrphans(t, spans, root)
+	t.Logf("trace %s:\n%s", traceID, spanList(spans))
 }
