@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // RelayOptions configures a Relay. Zero values take the documented defaults.
@@ -191,6 +192,7 @@ func (r *Relay) read(ctx context.Context, tx pgx.Tx) ([]row, error) {
 // error.
 func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 	futures := make([]jetstream.PubAckFuture, 0, len(rows))
+	spans := make([]trace.Span, 0, len(rows))
 	var sendErr error
 	for _, x := range rows {
 		m := nats.NewMsg(x.subject)
@@ -198,13 +200,15 @@ func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 			m.Header[k] = []string{v}
 		}
 		m.Data = x.data
+		span := startSend(ctx, x, m.Header)
 		f, err := r.js.PublishMsgAsync(m, jetstream.WithMsgID(x.eventID))
 		if err != nil {
 			// Stop here: publishing later rows would put them ahead of this one.
 			sendErr = fmt.Errorf("outbox publish %s: %w", x.eventID, err)
+			endSend(span, sendErr)
 			break
 		}
-		futures = append(futures, f)
+		futures, spans = append(futures, f), append(spans, span)
 	}
 	published := make([]int64, 0, len(futures))
 	var ackErr error
@@ -212,11 +216,16 @@ func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 		select {
 		case <-f.Ok():
 			published = append(published, rows[i].id)
+			endSend(spans[i], nil)
 		case err := <-f.Err():
 			if ackErr == nil {
 				ackErr = fmt.Errorf("outbox publish %s: %w", rows[i].eventID, err)
 			}
+			endSend(spans[i], err)
 		case <-ctx.Done():
+			for _, s := range spans[i:] {
+				endSend(s, ctx.Err())
+			}
 			return nil, fmt.Errorf("outbox publish: %w", ctx.Err())
 		}
 	}

@@ -153,3 +153,9 @@ func LinkTraceparent(ctx context.Context, traceparent, why string) {
 	}
 	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String(LinkAttribute, why)}})
 }
+
+// ExtractMap returns ctx carrying the remote trace context found in m (the outbox's stored
+// headers), as ExtractNATS does for message headers.
+func ExtractMap(ctx context.Context, m map[string]string) context.Context {
+	return otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(m))
+}

@@ -59,8 +59,9 @@ func TestNATSHeadersCarryTraceContext(t *testing.T) {
 }
 
 // TestTraceFlowsFromHTTPThroughOutboxAndNATSToConsumer follows one request: an HTTP handler
-// writes an outbox row, the relay publishes it, a natsx consumer handles it. The consumer's
-// span must be a child of the HTTP server span, in the same trace.
+// writes an outbox row, the relay publishes it, a natsx consumer handles it. The relay's send
+// span must be a child of the HTTP server span, and the consumer's span a child of the send,
+// in the same trace.
 func TestTraceFlowsFromHTTPThroughOutboxAndNATSToConsumer(t *testing.T) {
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
@@ -115,18 +116,22 @@ func TestTraceFlowsFromHTTPThroughOutboxAndNATSToConsumer(t *testing.T) {
 	defer func() { require.NoError(t, shutdown(ctx)) }()
 
 	spans := exp.GetSpans()
-	var server, consumer *tracetest.SpanStub
+	var server, send, consumer *tracetest.SpanStub
 	for i := range spans {
 		switch s := &spans[i]; {
 		case s.SpanKind == trace.SpanKindServer && s.Name == "POST /orders":
 			server = s
+		case s.SpanKind == trace.SpanKindProducer && s.Name == "send "+events.SubjectOrderCreated:
+			send = s
 		case s.SpanKind == trace.SpanKindConsumer && s.Name == "process "+events.SubjectOrderCreated:
 			consumer = s
 		}
 	}
 	require.NotNil(t, server, "no HTTP server span among %d spans", len(spans))
+	require.NotNil(t, send, "no relay send span among %d spans", len(spans))
 	require.NotNil(t, consumer, "no consumer span among %d spans", len(spans))
 	assert.Equal(t, server.SpanContext.TraceID(), consumer.SpanContext.TraceID(), "one trace")
-	assert.Equal(t, server.SpanContext.SpanID(), consumer.Parent.SpanID(), "consumer span is a child of the request span")
+	assert.Equal(t, server.SpanContext.SpanID(), send.Parent.SpanID(), "the send is a child of the request span")
+	assert.Equal(t, send.SpanContext.SpanID(), consumer.Parent.SpanID(), "the consumer span is a child of the send")
 	assert.Equal(t, consumer.SpanContext.SpanID(), consumerCtx.SpanID(), "the handler runs inside the consumer span")
 }
