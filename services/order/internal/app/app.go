@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -45,6 +47,10 @@ type Repository interface {
 	// ListStuck returns up to limit orders still pending or awaiting_payment whose payment
 	// deadline is before cutoff, oldest deadline first.
 	ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*order.Order, error)
+	// OldestRefundPending returns when the order that has been in refund_pending longest
+	// entered it; the zero time when no order is in refund_pending. It must be cheap: the
+	// refund_pending gauge asks every few seconds.
+	OldestRefundPending(ctx context.Context) (time.Time, error)
 }
 
 // PriceList stores the sales terms of SKUs (the price catalogue).
@@ -80,15 +86,20 @@ type Service struct {
 	perSKU   *limiter
 	now      func() time.Time
 	newID    func() string
+	meters   metric.MeterProvider
+	rec      *recorder
 }
 
-// Option changes a Service built by New; tests use them to fix the clock or the ids.
+// Option changes a Service built by New; tests use them to fix the clock or the ids, or to
+// read the metrics.
 type Option func(*Service)
 
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// New returns a Service storing orders in repo and pricing them from prices, by policy.
+// New returns a Service storing orders in repo and pricing them from prices, by policy. Its
+// instruments (docs/observability.md) are made here, once, on the global MeterProvider unless
+// an Option says otherwise.
 func New(repo Repository, prices PriceList, log *slog.Logger, policy Policy, opts ...Option) *Service {
 	policy.MinPaymentWindow = max(policy.MinPaymentWindow, order.MinPaymentTimeout)
 	s := &Service{
@@ -97,12 +108,14 @@ func New(repo Repository, prices PriceList, log *slog.Logger, policy Policy, opt
 		policy: policy,
 		// PostgreSQL keeps microseconds: truncating here makes what the service returns
 		// equal to what it reads back later.
-		now:   func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
-		newID: func() string { return uuid.Must(uuid.NewV7()).String() },
+		now:    func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+		newID:  func() string { return uuid.Must(uuid.NewV7()).String() },
+		meters: otel.GetMeterProvider(),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.rec = newRecorder(s.meters, repo, s.now)
 	s.prices = newPriceCache(prices, policy.PriceCacheTTL, s.now)
 	s.perBuyer, s.perSKU = newLimiter("buyer", policy.PerBuyer), newLimiter("sku", policy.PerSKU)
 	return s

@@ -54,7 +54,7 @@ func (s *Service) follow(ctx context.Context, in *inbox.Message, orderID, subjec
 		eventID = in.ID
 	}
 	result := Unchanged
-	duplicate, err := s.repo.UpdateWith(ctx, orderID, in, func(o *order.Order) ([]events.Message, error) {
+	duplicate, err := s.update(ctx, orderID, in, func(o *order.Order) ([]events.Message, error) {
 		from := o.Status()
 		changed, err := apply(o, s.now())
 		switch {

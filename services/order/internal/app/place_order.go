@@ -109,6 +109,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req PlaceOrderRequest) (o *ord
 		return nil, false, fmt.Errorf("place order: %w", err)
 	}
 	if created {
+		s.rec.enter(ctx, stored.Status())
 		s.log.InfoContext(ctx, "order placed", "order_id", stored.ID(), "total", stored.Total(), "lines", len(items))
 	}
 	return stored, created, nil

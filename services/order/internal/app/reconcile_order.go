@@ -32,7 +32,7 @@ func (s *Service) Reconcile(ctx context.Context, orderID, what string, apply App
 // returns false, emitting nothing, when the order is no longer pending.
 func (s *Service) RepublishCreated(ctx context.Context, orderID string) (bool, error) {
 	sent := false
-	_, err := s.repo.UpdateWith(ctx, orderID, nil, func(o *order.Order) ([]events.Message, error) {
+	_, err := s.update(ctx, orderID, nil, func(o *order.Order) ([]events.Message, error) {
 		if o.Status() != order.Pending {
 			return nil, nil
 		}

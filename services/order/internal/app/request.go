@@ -13,7 +13,7 @@ import (
 // request (apply reports no change) emits nothing. It returns the order as committed.
 func (s *Service) request(ctx context.Context, op, id string, apply func(*order.Order) (bool, error), ev func(*order.Order) events.Event) (*order.Order, error) {
 	var out *order.Order
-	_, err := s.repo.UpdateWith(ctx, id, nil, func(o *order.Order) ([]events.Message, error) {
+	_, err := s.update(ctx, id, nil, func(o *order.Order) ([]events.Message, error) {
 		changed, err := apply(o)
 		if err != nil {
 			return nil, err

@@ -276,6 +276,23 @@ func (s *Store) ListStuck(ctx context.Context, cutoff time.Time, limit int) ([]*
 	return orders, nil
 }
 
+// OldestRefundPending implements app.Repository: the first refund_pending history entry of
+// the orders in refund_pending (an order enters it once: it leaves only to refunded). The
+// orders are found through the partial index orders_open, their history by its primary key.
+func (s *Store) OldestRefundPending(ctx context.Context) (time.Time, error) {
+	var at *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT min(h.at) FROM orders o
+		JOIN order_history h ON h.order_id = o.id AND h.status = 'refund_pending'
+		WHERE o.status = 'refund_pending'`).Scan(&at)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("oldest refund_pending order: %w", err)
+	}
+	if at == nil {
+		return time.Time{}, nil
+	}
+	return *at, nil
+}
+
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
