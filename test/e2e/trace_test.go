@@ -246,28 +246,34 @@ func placeTraced(c client, sku, timeout string) (orderID, traceID, clientSpan st
 	return resp["order_id"].(string), traceID, clientSpan
 }
 
+// process and send are the span names of a consumer (natsx) and of the outbox relay.
 func process(subject string) string { return "process " + subject }
+func send(subject string) string    { return "send " + subject }
 
 // TestTraceFollowsAnOrderAcrossTheFourServices places one order as a client that starts a
 // trace (its traceparent), pays it through the sandbox callback, and reads the spans the four
 // service processes exported over OTLP:
 //
-//   - the order's trace: order's POST → (outbox, NATS) stock's order.created → timeout's
-//     stock.locked (the deadline), and order's POST → payment-adapter's order.created (the
-//     total it checks payments against), every span's parent one of the trace's spans;
+//   - the order's trace: order's POST → order's relay sending order.created from the outbox
+//     → (NATS) stock's order.created → stock's relay → timeout's stock.locked (the deadline),
+//     and order's send → payment-adapter's order.created (the total it checks payments
+//     against), every span's parent one of the trace's spans;
 //   - the callback's trace: the provider's call carries no trace context of ours, so it is a
 //     trace of its own, rooted at payment-adapter's server span, which links to the order's
 //     trace (payment-adapter's order.created span); payment.succeeded → stock → stock.sold →
-//     timeout (the deadline cancelled) and order follow in it, with no orphans either.
+//     timeout (the deadline cancelled) and order follow in it, each through its sender's
+//     relay, with no orphans either.
 func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 	c := client{t}
 	id, traceID, clientSpan := placeTraced(c, newSKU(t, c, 5), "")
 	c.waitStatus(id, "awaiting_payment", 10*time.Second)
 
 	orderTrace := requireEdges(t, traceID, [][4]string{
-		{"stock", process(events.SubjectOrderCreated), "order", "order"},
-		{"timeout", process(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
-		{"payment-adapter", process(events.SubjectOrderCreated), "order", "order"},
+		{"order", send(events.SubjectOrderCreated), "order", "order"}, // the relay, from the outbox row
+		{"stock", process(events.SubjectOrderCreated), "order", send(events.SubjectOrderCreated)},
+		{"stock", send(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
+		{"timeout", process(events.SubjectStockLocked), "stock", send(events.SubjectStockLocked)},
+		{"payment-adapter", process(events.SubjectOrderCreated), "order", send(events.SubjectOrderCreated)},
 	})
 	root, _ := find(orderTrace, "order", "order")
 	assert.Equal(t, tracepb.Span_SPAN_KIND_SERVER, root.Kind)
@@ -295,8 +301,10 @@ func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 		"the callback links to payment-adapter's order.created span in the order's trace")
 
 	payTrace := requireEdges(t, callback.TraceID, [][4]string{
-		{"stock", process(events.SubjectPaymentSucceeded), "payment-adapter", "payment-adapter"},
-		{"timeout", process(events.SubjectStockSold), "stock", process(events.SubjectPaymentSucceeded)},
+		{"payment-adapter", send(events.SubjectPaymentSucceeded), "payment-adapter", "payment-adapter"},
+		{"stock", process(events.SubjectPaymentSucceeded), "payment-adapter", send(events.SubjectPaymentSucceeded)},
+		{"stock", send(events.SubjectStockSold), "stock", process(events.SubjectPaymentSucceeded)},
+		{"timeout", process(events.SubjectStockSold), "stock", send(events.SubjectStockSold)},
 	})
 	// Late spans of either trace (a consumer that handles the event last) have had their time.
 	require.Eventually(t, func() bool {
@@ -325,14 +333,15 @@ func TestTraceFollowsAnUnpaidOrderToItsExpiry(t *testing.T) {
 	c.waitStatus(id, "closed", 15*time.Second)
 
 	spans := requireEdges(t, traceID, [][4]string{
-		{"stock", process(events.SubjectOrderCreated), "order", "order"},
-		{"timeout", process(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
-		{"order", process(events.SubjectStockReleased), "stock", process(events.SubjectTimeoutExpired)},
+		{"timeout", process(events.SubjectStockLocked), "stock", send(events.SubjectStockLocked)},
+		{"stock", process(events.SubjectTimeoutExpired), "timeout", send(events.SubjectTimeoutExpired)},
+		{"stock", send(events.SubjectStockReleased), "stock", process(events.SubjectTimeoutExpired)},
+		{"order", process(events.SubjectStockReleased), "stock", send(events.SubjectStockReleased)},
 	})
-	expired, _ := find(spans, "stock", process(events.SubjectTimeoutExpired))
+	expired, _ := find(spans, "timeout", send(events.SubjectTimeoutExpired))
 	i := slices.IndexFunc(spans, func(s span) bool { return s.SpanID == expired.Parent })
 	require.GreaterOrEqual(t, i, 0, "the parent of %s is in the trace:\n%s", expired, spanList(spans))
-	assert.Equal(t, "timeout", spans[i].Service, "timeout expired the order: %s", spans[i])
+	assert.Equal(t, "timeout", spans[i].Service, "timeout expired the order (fire or sweep): %s", spans[i])
 	root, _ := find(spans, "order", "order")
 	assert.Equal(t, clientSpan, root.Parent)
 	time.Sleep(time.Second) // late spans
