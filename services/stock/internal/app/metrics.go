@@ -265,6 +265,9 @@ func (r *recorder) differences(ctx context.Context, diffs []stock.Difference) {
 
 // refused counts the SKUs of err when it is (or wraps) an OversellError.
 func (r *recorder) refused(ctx context.Context, err error) {
+	if err == nil {
+		return // before o, which escapes to the heap: a transaction that succeeded allocates nothing here
+	}
 	var o *OversellError
 	if errors.As(err, &o) {
 		r.oversold(ctx, o.SKUs...)
