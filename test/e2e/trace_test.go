@@ -300,7 +300,7 @@ func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 	assert.Contains(t, callback.Links, link{TraceID: traceID, SpanID: remembered.SpanID, Why: events.SubjectOrderCreated},
 		"the callback links to payment-adapter's order.created span in the order's trace")
 
-	payTrace := requireEdges(t, callback.TraceID, [][4]string{
+	requireEdges(t, callback.TraceID, [][4]string{
 		{"payment-adapter", send(events.SubjectPaymentSucceeded), "payment-adapter", "payment-adapter"},
 		{"stock", process(events.SubjectPaymentSucceeded), "payment-adapter", send(events.SubjectPaymentSucceeded)},
 		{"stock", send(events.SubjectStockSold), "stock", process(events.SubjectPaymentSucceeded)},
@@ -311,7 +311,7 @@ func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
 		return slices.Contains(services(traces.trace(callback.TraceID)), "order")
 	}, 30*time.Second, 50*time.Millisecond, "order never followed the payment")
 	time.Sleep(time.Second)
-	orderTrace, payTrace = traces.trace(traceID), traces.trace(callback.TraceID)
+	orderTrace, payTrace := traces.trace(traceID), traces.trace(callback.TraceID)
 	assert.Equal(t, []string{"order", "payment-adapter", "stock", "timeout"}, services(orderTrace), "spans:\n%s", spanList(orderTrace))
 	assert.Equal(t, []string{"order", "payment-adapter", "stock", "timeout"}, services(payTrace), "spans:\n%s", spanList(payTrace))
 	requireNoOrphans(t, orderTrace, root)
