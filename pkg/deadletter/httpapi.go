@@ -90,17 +90,17 @@ func decodeSeq(_ context.Context, r *http.Request) (seqRequest, error) {
 	return seqRequest{seq: seq}, nil
 }
 
-// replayView is one stored replay.
-type replayView struct {
+// ReplayView is one stored replay on the wire.
+type ReplayView struct {
 	At      time.Time `json:"at"`
 	By      string    `json:"by"`
 	Outcome string    `json:"outcome"`
 	Error   string    `json:"error,omitempty"`
 }
 
-// deadLetterView is a dead letter on the wire. The body is JSON when it is JSON (every
-// stockflow event is), else base64 in body_base64; both only when shown.
-type deadLetterView struct {
+// View is a dead letter on the wire (the CLI decodes it too). The body is JSON when it is
+// JSON (every stockflow event is), else base64 in body_base64; headers and body only when shown.
+type View struct {
 	Seq        uint64              `json:"seq"`
 	Time       time.Time           `json:"time"`
 	Kind       string              `json:"kind"`
@@ -112,20 +112,20 @@ type deadLetterView struct {
 	Reason     string              `json:"reason"`
 	Error      string              `json:"error,omitempty"`
 	Replayed   bool                `json:"replayed"`
-	Replays    []replayView        `json:"replays"`
+	Replays    []ReplayView        `json:"replays"`
 	Headers    map[string][]string `json:"headers,omitempty"`
 	Body       json.RawMessage     `json:"body,omitempty"`
 	BodyBase64 string              `json:"body_base64,omitempty"`
 }
 
-func view(e Entry, full bool) deadLetterView {
-	v := deadLetterView{
+func view(e Entry, full bool) View {
+	v := View{
 		Seq: e.Seq, Time: e.Time.UTC(), Kind: e.Kind, Subject: e.Subject, Stream: e.Stream, StreamSeq: e.StreamSeq,
 		Consumer: e.Consumer, Deliveries: e.Deliveries, Reason: e.Reason, Error: e.Error,
-		Replayed: e.Replayed(), Replays: []replayView{},
+		Replayed: e.Replayed(), Replays: []ReplayView{},
 	}
 	for _, r := range e.Replays {
-		v.Replays = append(v.Replays, replayView(r))
+		v.Replays = append(v.Replays, ReplayView(r))
 	}
 	if full {
 		v.Headers = e.Header
@@ -138,21 +138,21 @@ func view(e Entry, full bool) deadLetterView {
 	return v
 }
 
-// listView is the body of GET /v1/admin/deadletters.
-type listView struct {
-	DeadLetters []deadLetterView `json:"dead_letters"`
-	Consumers   []string         `json:"consumers"` // the service's consumers, whose dead letters these are
-	Scanned     int              `json:"scanned"`
-	Truncated   bool             `json:"truncated"`
+// ListView is the body of GET /v1/admin/deadletters.
+type ListView struct {
+	DeadLetters []View   `json:"dead_letters"`
+	Consumers   []string `json:"consumers"` // the service's consumers, whose dead letters these are
+	Scanned     int      `json:"scanned"`
+	Truncated   bool     `json:"truncated"`
 }
 
-func listEndpoint(a *Admin) func(context.Context, listRequest) (listView, error) {
-	return func(ctx context.Context, req listRequest) (listView, error) {
+func listEndpoint(a *Admin) func(context.Context, listRequest) (ListView, error) {
+	return func(ctx context.Context, req listRequest) (ListView, error) {
 		l, err := a.List(ctx, req.q)
 		if err != nil {
-			return listView{}, err
+			return ListView{}, err
 		}
-		out := listView{DeadLetters: []deadLetterView{}, Consumers: a.Consumers(), Scanned: l.Scanned, Truncated: l.Truncated}
+		out := ListView{DeadLetters: []View{}, Consumers: a.Consumers(), Scanned: l.Scanned, Truncated: l.Truncated}
 		for _, e := range l.Entries {
 			out.DeadLetters = append(out.DeadLetters, view(e, false))
 		}
@@ -160,28 +160,28 @@ func listEndpoint(a *Admin) func(context.Context, listRequest) (listView, error)
 	}
 }
 
-func showEndpoint(a *Admin) func(context.Context, seqRequest) (deadLetterView, error) {
-	return func(ctx context.Context, req seqRequest) (deadLetterView, error) {
+func showEndpoint(a *Admin) func(context.Context, seqRequest) (View, error) {
+	return func(ctx context.Context, req seqRequest) (View, error) {
 		e, err := a.Show(ctx, req.seq)
 		if err != nil {
-			return deadLetterView{}, err
+			return View{}, err
 		}
 		return view(e, true), nil
 	}
 }
 
-// replayResultView is the body of POST /v1/admin/deadletters/{seq}/replay.
-type replayResultView struct {
-	DeadLetter      deadLetterView `json:"dead_letter"`
-	AlreadyReplayed bool           `json:"already_replayed"`
+// ReplayResultView is the body of POST /v1/admin/deadletters/{seq}/replay.
+type ReplayResultView struct {
+	DeadLetter      View `json:"dead_letter"`
+	AlreadyReplayed bool `json:"already_replayed"`
 }
 
-func replayEndpoint(a *Admin) func(context.Context, seqRequest) (replayResultView, error) {
-	return func(ctx context.Context, req seqRequest) (replayResultView, error) {
+func replayEndpoint(a *Admin) func(context.Context, seqRequest) (ReplayResultView, error) {
+	return func(ctx context.Context, req seqRequest) (ReplayResultView, error) {
 		res, err := a.Replay(ctx, req.seq, "api:"+auth.Actor(ctx))
 		if err != nil {
-			return replayResultView{}, err
+			return ReplayResultView{}, err
 		}
-		return replayResultView{DeadLetter: view(res.Entry, false), AlreadyReplayed: res.AlreadyReplayed}, nil
+		return ReplayResultView{DeadLetter: view(res.Entry, false), AlreadyReplayed: res.AlreadyReplayed}, nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/deadletter"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
 
@@ -79,32 +80,6 @@ func (c dlqClient) call(ctx context.Context, svc, method, path string, admin boo
 		return nil, &dlqError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	return body, nil
-}
-
-// dlqEntry is the part of a dead letter dlq prints.
-type dlqEntry struct {
-	Seq        uint64              `json:"seq"`
-	Time       time.Time           `json:"time"`
-	Kind       string              `json:"kind"`
-	Subject    string              `json:"subject"`
-	Stream     string              `json:"stream"`
-	StreamSeq  uint64              `json:"stream_seq"`
-	Consumer   string              `json:"consumer"`
-	Deliveries uint64              `json:"deliveries"`
-	Reason     string              `json:"reason"`
-	Error      string              `json:"error"`
-	Replayed   bool                `json:"replayed"`
-	Replays    []dlqReplay         `json:"replays"`
-	Headers    map[string][]string `json:"headers"`
-	Body       json.RawMessage     `json:"body"`
-	BodyBase64 string              `json:"body_base64"`
-}
-
-type dlqReplay struct {
-	At      time.Time `json:"at"`
-	By      string    `json:"by"`
-	Outcome string    `json:"outcome"`
-	Error   string    `json:"error"`
 }
 
 // dlq is `stockflow dlq list|show|replay`.
@@ -181,10 +156,6 @@ func dlq(ctx context.Context, o launcher.Options, args []string, stdout, stderr 
 // dlqList prints every asked service's dead letters, newest first within each service. With a
 // consumer filter, the services that do not run it (409 other_consumer) are skipped.
 func dlqList(ctx context.Context, c dlqClient, services []string, q url.Values, byConsumer, asJSON bool, stdout io.Writer) error {
-	type answer struct {
-		DeadLetters []dlqEntry `json:"dead_letters"`
-		Truncated   bool       `json:"truncated"`
-	}
 	raw := map[string]json.RawMessage{}
 	var rows [][]string
 	var errs []error
@@ -199,7 +170,7 @@ func dlqList(ctx context.Context, c dlqClient, services []string, q url.Values, 
 			continue
 		}
 		raw[svc] = body
-		var a answer
+		var a deadletter.ListView
 		if err := json.Unmarshal(body, &a); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", svc, err))
 			continue
@@ -266,10 +237,7 @@ func dlqOne(ctx context.Context, c dlqClient, services []string, sub string, seq
 			return nil
 		}
 		if sub == "replay" {
-			var r struct {
-				DeadLetter      dlqEntry `json:"dead_letter"`
-				AlreadyReplayed bool     `json:"already_replayed"`
-			}
+			var r deadletter.ReplayResultView
 			if err := json.Unmarshal(body, &r); err != nil {
 				return err
 			}
@@ -280,7 +248,7 @@ func dlqOne(ctx context.Context, c dlqClient, services []string, sub string, seq
 			}
 			return nil
 		}
-		var e dlqEntry
+		var e deadletter.View
 		if err := json.Unmarshal(body, &e); err != nil {
 			return err
 		}
@@ -290,7 +258,7 @@ func dlqOne(ctx context.Context, c dlqClient, services []string, sub string, seq
 		errors.Join(append([]error{errors.New("ask the others with -service")}, unreachable...)...))
 }
 
-func printDeadLetter(w io.Writer, svc string, e dlqEntry) error {
+func printDeadLetter(w io.Writer, svc string, e deadletter.View) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, f := range [][2]string{
 		{"service", svc}, {"seq", strconv.FormatUint(e.Seq, 10)}, {"dead-lettered", e.Time.UTC().Format(time.RFC3339)},
@@ -332,7 +300,7 @@ func printDeadLetter(w io.Writer, svc string, e dlqEntry) error {
 }
 
 // replaysCell is "0", or the count and whether one succeeded: "2 (done)", "1 (failed)".
-func replaysCell(e dlqEntry) string {
+func replaysCell(e deadletter.View) string {
 	if len(e.Replays) == 0 {
 		return "0"
 	}
