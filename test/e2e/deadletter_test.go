@@ -18,8 +18,9 @@ import (
 
 // TestDeadLetterReplayThroughTheStockProcess puts a dead-letter copy of an order's
 // order.created in DEADLETTER, as stock's consumer would have written it, after stock has
-// applied the order: the stock process lists and shows it to an operator, refuses a viewer and
-// an operator its replay, and replays it for an admin through its own consumer's handler — the
+// applied the order. Every service refuses the dead-letter routes without a token, with a
+// forged one and to roles they do not admit (viewers read none, operators do not replay); the
+// stock process lists and shows it to an operator and replays it for an admin through its own consumer's handler — the
 // inbox holds the order's claim, so neither that replay nor a second one changes the stock or
 // its ledger. The order service, whose consumers did not write it, answers 409.
 func TestDeadLetterReplayThroughTheStockProcess(t *testing.T) {
@@ -59,18 +60,28 @@ func TestDeadLetterReplayThroughTheStockProcess(t *testing.T) {
 		return map[string]string{"Authorization": "Bearer " + token(t, "dlq-"+string(role), role)}
 	}
 
-	for _, r := range []struct {
-		method, url string
-		role        auth.Role
-	}{
-		{"GET", sys.URLs["stock"] + "/v1/admin/deadletters", auth.Viewer},
-		{"GET", show, auth.Viewer},
-		{"POST", show + "/replay", auth.Viewer},
-		{"POST", show + "/replay", auth.Operator},
-	} {
-		status, body := c.call(r.method, r.url, nil, as(r.role))
-		assert.Equal(t, http.StatusForbidden, status, "%s %s as %s: %v", r.method, r.url, r.role, body)
+	forged := map[string]string{"Authorization": "Bearer " + forgedToken(t)}
+	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
+		for _, r := range []struct {
+			method, path string
+			denied       []auth.Role
+		}{
+			{"GET", "/v1/admin/deadletters", []auth.Role{auth.Viewer, auth.Buyer}},
+			{"GET", fmt.Sprintf("/v1/admin/deadletters/%d", ack.Sequence), []auth.Role{auth.Viewer, auth.Approver}},
+			{"POST", fmt.Sprintf("/v1/admin/deadletters/%d/replay", ack.Sequence), []auth.Role{auth.Viewer, auth.Operator}},
+		} {
+			u := sys.URLs[svc] + r.path
+			status, body := c.call(r.method, u, nil, map[string]string{"Authorization": ""})
+			assert.Equal(t, http.StatusUnauthorized, status, "no token %s %s: %v", r.method, u, body)
+			status, body = c.call(r.method, u, nil, forged)
+			assert.Equal(t, http.StatusUnauthorized, status, "forged token %s %s: %v", r.method, u, body)
+			for _, role := range r.denied {
+				status, body = c.call(r.method, u, nil, as(role))
+				assert.Equal(t, http.StatusForbidden, status, "%s %s as %s: %v", r.method, u, role, body)
+			}
+		}
 	}
+	require.Equal(t, [4]float64{10, 7, 3, 0}, figures(c, sku), "a refused replay changes nothing")
 	status, body := c.call("GET", sys.URLs["stock"]+"/v1/admin/deadletters?consumer=stock-order-created", nil, as(auth.Operator))
 	require.Equal(t, http.StatusOK, status, "%v", body)
 	assert.Contains(t, seqs(body), float64(ack.Sequence), "listed as pending")
