@@ -19,10 +19,11 @@ import (
 // TestDeadLetterReplayThroughTheStockProcess puts a dead-letter copy of an order's
 // order.created in DEADLETTER, as stock's consumer would have written it, after stock has
 // applied the order. Every service refuses the dead-letter routes without a token, with a
-// forged one and to roles they do not admit (viewers read none, operators do not replay); the
-// stock process lists and shows it to an operator and replays it for an admin through its own consumer's handler — the
-// inbox holds the order's claim, so neither that replay nor a second one changes the stock or
-// its ledger. The order service, whose consumers did not write it, answers 409.
+// forged or an expired one, and to roles they do not admit (viewers read none, operators do
+// not replay). The stock process lists and shows it to an operator and replays it for an admin
+// through its own consumer's handler: the inbox holds the order's claim, so neither that
+// replay nor a second one changes the stock or its ledger. The order service, whose consumers
+// did not write it, answers 409.
 func TestDeadLetterReplayThroughTheStockProcess(t *testing.T) {
 	c := client{t}
 	sku := newSKU(t, c, 10)
@@ -61,6 +62,11 @@ func TestDeadLetterReplayThroughTheStockProcess(t *testing.T) {
 	}
 
 	forged := map[string]string{"Authorization": "Bearer " + forgedToken(t)}
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	expiredToken, err := signer.MintAt("olga", []auth.Role{auth.Admin}, "", time.Now().Add(-time.Hour), 10*time.Minute)
+	require.NoError(t, err)
+	expired := map[string]string{"Authorization": "Bearer " + expiredToken}
 	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
 		for _, r := range []struct {
 			method, path string
@@ -75,6 +81,8 @@ func TestDeadLetterReplayThroughTheStockProcess(t *testing.T) {
 			assert.Equal(t, http.StatusUnauthorized, status, "no token %s %s: %v", r.method, u, body)
 			status, body = c.call(r.method, u, nil, forged)
 			assert.Equal(t, http.StatusUnauthorized, status, "forged token %s %s: %v", r.method, u, body)
+			status, body = c.call(r.method, u, nil, expired)
+			assert.Equal(t, http.StatusUnauthorized, status, "expired token %s %s: %v", r.method, u, body)
 			for _, role := range r.denied {
 				status, body = c.call(r.method, u, nil, as(role))
 				assert.Equal(t, http.StatusForbidden, status, "%s %s as %s: %v", r.method, u, role, body)
