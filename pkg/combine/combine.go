@@ -1,17 +1,30 @@
 // Package combine gathers concurrent calls into batches that run together — group commit. A
 // thousand buyers waiting on one database row each pay for one transaction and one WAL flush;
 // gathered, they share both. Callers still get one answer each.
+//
+// Every batch is measured: stockflow.combine.batch.size (requests per batch) and
+// stockflow.combine.flush.duration (seconds in run), both labelled with the Batcher's name.
 package combine
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
+
+const instrumentation = "github.com/stockflow/stockflow/pkg/combine"
 
 // Options shape the batches. Zero values take the defaults.
 type Options struct {
+	// Name labels the batcher's metrics (label batcher: "lock", "resolve", …). Default
+	// "unnamed".
+	Name string
 	// MaxBatch caps the calls run together (default 128).
 	MaxBatch int
 	// MaxWait is how long a flusher holding fewer than MaxBatch calls waits for more (default
@@ -22,6 +35,13 @@ type Options struct {
 	// fastest: while it commits, the next batch queues up; more help when the database has
 	// cores to spare and the batches touch different rows.
 	Flushers int
+}
+
+// Named returns o with Name set to name: one Options can shape several batchers, each
+// measured under its own name.
+func (o Options) Named(name string) Options {
+	o.Name = name
+	return o
 }
 
 // Defaults for Options.
@@ -44,6 +64,9 @@ var ErrClosed = errors.New("combine: closed")
 type Batcher[R, T any] struct {
 	run     func(ctx context.Context, reqs []R) []Result[T]
 	opts    Options
+	sizes   metric.Int64Histogram
+	flushes metric.Float64Histogram
+	attrs   metric.MeasurementOption
 	queue   chan call[R, T]
 	done    chan struct{}
 	once    sync.Once
@@ -65,7 +88,12 @@ func New[R, T any](ctx context.Context, opts Options, run func(ctx context.Conte
 	if opts.Flushers < 1 {
 		opts.Flushers = DefaultFlushers
 	}
-	b := &Batcher[R, T]{run: run, opts: opts, queue: make(chan call[R, T]), done: make(chan struct{})}
+	if opts.Name == "" {
+		opts.Name = "unnamed"
+	}
+	b := &Batcher[R, T]{run: run, opts: opts, queue: make(chan call[R, T]), done: make(chan struct{}),
+		attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("batcher", opts.Name)))}
+	b.sizes, b.flushes = instruments()
 	for range opts.Flushers {
 		b.workers.Go(func() { b.flush(ctx) })
 	}
@@ -114,7 +142,10 @@ func (b *Batcher[R, T]) flush(ctx context.Context) {
 		for _, c := range calls {
 			reqs = append(reqs, c.req)
 		}
+		start := time.Now()
 		results := b.run(ctx, reqs)
+		b.flushes.Record(ctx, time.Since(start).Seconds(), b.attrs)
+		b.sizes.Record(ctx, int64(len(reqs)), b.attrs)
 		for i, c := range calls {
 			if i < len(results) {
 				c.reply <- results[i]
@@ -171,4 +202,24 @@ func Fallback[R, T any](batch func(ctx context.Context, reqs []R) ([]Result[T], 
 		}
 		return out
 	}
+}
+
+// instruments returns the batch size and flush duration histograms. An instrument that cannot
+// be created is reported to otel's error handler and works as a no-op: metrics never stop a
+// batcher.
+func instruments() (metric.Int64Histogram, metric.Float64Histogram) {
+	meter := otel.Meter(instrumentation)
+	sizes, err := meter.Int64Histogram("stockflow.combine.batch.size",
+		metric.WithDescription("Requests run together in one combined batch."), metric.WithUnit("{request}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+	if err != nil {
+		otel.Handle(fmt.Errorf("combine metrics: %w", err))
+	}
+	flushes, err := meter.Float64Histogram("stockflow.combine.flush.duration",
+		metric.WithDescription("Time one combined batch took to run (its transaction)."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		otel.Handle(fmt.Errorf("combine metrics: %w", err))
+	}
+	return sizes, flushes
 }

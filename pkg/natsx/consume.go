@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stockflow/stockflow/pkg/events"
@@ -154,7 +153,9 @@ const (
 // first republished to deadletter.<subject> (stream DEADLETTER) with the HeaderDL* headers
 // and Nats-Msg-Id "dl:<stream>:<seq>", and only then terminated; if that publish fails the
 // message is Nak'ed instead, so it is never lost. Each is counted in the OpenTelemetry counter
-// stockflow.messaging.terminated. Deliveries the handler never finished (hang or crash on
+// stockflow.messaging.terminated (labels consumer, reason), every delivery after a message's
+// first in stockflow.messaging.redeliveries, and the consumer's num_pending is the gauge
+// stockflow.messaging.consumer.lag while it runs (consume_metrics.go). Deliveries the handler never finished (hang or crash on
 // the last delivery) reach DEADLETTER through the server's max-deliveries advisory.
 //
 // stop stops fetching, waits for the running handlers (up to spec.Workers) to finish (a
@@ -178,20 +179,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	if err != nil {
 		return nil, fmt.Errorf("consume %s/%s: create consumer: %w", spec.Stream, spec.Durable, err)
 	}
-	terminated, err := otel.Meter(instrumentation).Int64Counter("stockflow.messaging.terminated",
-		metric.WithDescription("Messages dead-lettered and terminated: poison, or out of deliveries."),
-		metric.WithUnit("{message}"))
+	metrics, err := newConsumerMetrics(spec, cons)
 	if err != nil {
-		return nil, fmt.Errorf("consume %s/%s: counter: %w", spec.Stream, spec.Durable, err)
+		return nil, fmt.Errorf("consume %s/%s: %w", spec.Stream, spec.Durable, err)
 	}
 	c := &consumer{
-		js:         js,
-		spec:       spec,
-		h:          h,
-		log:        log,
-		ctx:        ctx,
-		tracer:     otel.Tracer(instrumentation),
-		terminated: terminated,
+		js:      js,
+		spec:    spec,
+		h:       h,
+		log:     log,
+		ctx:     ctx,
+		tracer:  otel.Tracer(instrumentation),
+		metrics: metrics,
 	}
 	prefetch := min(spec.MaxAckPending, 64)
 	// The client calls back from one goroutine; workers take deliveries from it. The send
@@ -212,6 +211,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		}))
 	if err != nil {
 		close(deliveries)
+		metrics.close()
 		return nil, fmt.Errorf("consume %s/%s: start: %w", spec.Stream, spec.Durable, err)
 	}
 
@@ -229,6 +229,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 			case <-time.After(5 * time.Second):
 				log.Warn("consumer did not close within 5s after drain")
 			}
+			metrics.close()
 		})
 	}
 	go func() {
@@ -268,14 +269,14 @@ func (g *gate) close() {
 }
 
 type consumer struct {
-	js         jetstream.JetStream
-	spec       ConsumerSpec
-	h          Handler
-	log        *slog.Logger
-	ctx        context.Context
-	tracer     trace.Tracer
-	terminated metric.Int64Counter
-	gate       gate
+	js      jetstream.JetStream
+	spec    ConsumerSpec
+	h       Handler
+	log     *slog.Logger
+	ctx     context.Context
+	tracer  trace.Tracer
+	metrics *consumerMetrics
+	gate    gate
 }
 
 // ackTimeout bounds the wait for the server to confirm an Ack.
@@ -301,6 +302,7 @@ func (c *consumer) handle(msg jetstream.Msg) {
 		return
 	}
 	defer c.gate.leave()
+	c.metrics.delivered(c.ctx, numDelivered)
 
 	ctx := telemetry.ExtractNATS(c.ctx, msg.Headers())
 	ctx, span := c.tracer.Start(ctx, "process "+msg.Subject(),
@@ -387,11 +389,7 @@ func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Lo
 		}
 		return "nak"
 	}
-	c.terminated.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("messaging.destination.name", msg.Subject()),
-		attribute.String("messaging.consumer.group.name", c.spec.Durable),
-		attribute.String("reason", reason),
-	))
+	c.metrics.deadLettered(ctx, c.spec.Durable, reason)
 	log.ErrorContext(ctx, "message dead-lettered and terminated", "reason", reason, "err", herr)
 	if err := msg.TermWithReason(reason + ": " + truncate(herr.Error(), 200)); err != nil {
 		log.ErrorContext(ctx, "term failed; the message will be redelivered and dead-lettered again (deduplicated)", "err", err)

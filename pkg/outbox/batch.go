@@ -33,7 +33,8 @@ var errNoneDone = errors.New("every unit of the batch failed")
 //
 // An error from run rolls back every unit; a batch in which every fresh unit failed is rolled
 // back too and returns nil (each unit has its Err). A crash at any line loses or duplicates
-// nothing.
+// nothing. Each unit found Dup in a batch that returns nil counts once in the counter
+// stockflow.inbox.duplicates (label consumer).
 func Batch(ctx context.Context, db postgres.Beginner, units []*Unit, run func(tx pgx.Tx, b *pgx.Batch, fresh []int) error) error {
 	err := postgres.InTx(ctx, db, func(tx pgx.Tx) error {
 		fresh, err := claim(ctx, tx, units)
@@ -74,7 +75,10 @@ func Batch(ctx context.Context, db postgres.Beginner, units []*Unit, run func(tx
 		return nil
 	})
 	if errors.Is(err, errNoneDone) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		countDuplicates(ctx, units)
 	}
 	return err
 }

@@ -69,7 +69,14 @@ const cleanupEvery = time.Minute
 // notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail, and
 // deletes published rows past Retention once a minute. Failures are logged, never fatal: the
 // rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
+// While it runs, the gauges stockflow.outbox.backlog and stockflow.outbox.oldest_age report
+// the pending rows (an error registering them is Run's only error).
 func (r *Relay) Run(ctx context.Context) error {
+	unobserve, err := r.observeBacklog()
+	if err != nil {
+		return err
+	}
+	defer unobserve()
 	l := r.listen(ctx)
 	defer l.close()
 	backoff := r.opts.PollInterval

@@ -111,8 +111,8 @@ func Combine(repo interface {
 	}
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	return &CombiningRepository{Repository: repo,
-		batches: combine.New(context.Background(), opts, run),
-		updates: combine.New(context.Background(), opts, combine.Fallback(updates, updateAlone))}
+		batches: combine.New(context.Background(), opts.Named("create"), run),
+		updates: combine.New(context.Background(), opts.Named("update"), combine.Fallback(updates, updateAlone))}
 }
 
 // UpdateWith implements Repository by running the update in the next batch; the messages fn

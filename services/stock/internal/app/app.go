@@ -49,8 +49,8 @@ func NewCombining(store Store, opts combine.Options, with ...Option) *Service {
 	s.store = guarded{Store: store, rec: s.rec}
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	ctx := context.Background()
-	s.locks = combine.New(ctx, opts, combined(func(c lockCall) string { return c.req.OrderID }, s.lockOrders))
-	s.resolves = combine.New(ctx, opts, combined(func(c resolveCall) string { return c.orderID }, s.resolveOrders))
+	s.locks = combine.New(ctx, opts.Named("lock"), combined(func(c lockCall) string { return c.req.OrderID }, s.lockOrders))
+	s.resolves = combine.New(ctx, opts.Named("resolve"), combined(func(c resolveCall) string { return c.orderID }, s.resolveOrders))
 	return s
 }
 
