@@ -21,7 +21,8 @@ type fakeStockflow struct {
 	t        testing.TB
 	secret   string
 	oversell bool
-	unknown  int // answer the first n payment callbacks with 503 order_unknown
+	unknown  int  // answer the first n payment callbacks with 503 order_unknown
+	miscount bool // /metrics counts every lock twice
 
 	mu     sync.Mutex
 	skus   map[string]*figures
@@ -61,6 +62,7 @@ func newFake(t testing.TB, secret string) (*fakeStockflow, *httptest.Server) {
 	mux.HandleFunc("GET /v1/orders/{id}", f.getOrder)
 	mux.HandleFunc("POST /v1/orders/{id}/cancel", f.cancel)
 	mux.HandleFunc("POST /v1/callbacks/sandbox", f.callback)
+	mux.HandleFunc("GET /metrics", f.metrics)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return f, srv
@@ -356,4 +358,36 @@ func (f *fakeStockflow) callback(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	writeJSON(w, 200, map[string]string{"status": "accepted"})
+}
+
+// metrics answers the part of stock's /metrics the sale reads, from the fake's own books: a
+// lock row is a lock, a rejected order a rejection, each lock its own batch of one.
+func (f *fakeStockflow) metrics(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	locked, rejected := 0, 0
+	for _, rows := range f.ledger {
+		for _, e := range rows {
+			if e.ChangeType == "lock" {
+				locked++
+			}
+		}
+	}
+	for _, o := range f.orders {
+		if o.status == "rejected" {
+			rejected++
+		}
+	}
+	if f.miscount {
+		locked *= 2
+	}
+	fmt.Fprintf(w, "# TYPE stockflow_stock_lock_outcomes_total counter\n")
+	fmt.Fprintf(w, "stockflow_stock_lock_outcomes_total{outcome=\"locked\",reason=\"\"} %d\n", locked)
+	fmt.Fprintf(w, "stockflow_stock_lock_outcomes_total{outcome=\"rejected\",reason=\"insufficient_stock\"} %d\n", rejected)
+	fmt.Fprintf(w, "# TYPE stockflow_combine_batch_size histogram\n")
+	fmt.Fprintf(w, "stockflow_combine_batch_size_bucket{batcher=\"lock\",le=\"+Inf\"} %d\n", locked+rejected)
+	fmt.Fprintf(w, "stockflow_combine_batch_size_sum{batcher=\"lock\"} %d\n", locked+rejected)
+	fmt.Fprintf(w, "stockflow_combine_batch_size_count{batcher=\"lock\"} %d\n", locked+rejected)
+	fmt.Fprintf(w, "# TYPE stockflow_messaging_consumer_lag gauge\n")
+	fmt.Fprintf(w, "stockflow_messaging_consumer_lag{stream=\"ORDER\",consumer=\"stock-order-created\"} 0\n")
 }

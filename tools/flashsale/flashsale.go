@@ -226,6 +226,7 @@ type sim struct {
 	errs    []string
 	nerrs   int
 	samples []Sample
+	lagPeak float64 // the deepest stock's order.created consumer fell behind, by /metrics
 
 	created, awaiting, paid atomic.Int64
 	calls                   atomic.Int64
@@ -257,6 +258,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := s.c.SetPrice(ctx, s.sku, cfg.UnitPrice, "CNY", cfg.PaymentTimeout); err != nil {
 		return nil, fmt.Errorf("flash sale: %w", err)
 	}
+	metricsBefore, metricsErr := s.c.stockMetrics(ctx)
 	s.start = time.Now()
 
 	s.bar = progressbar.NewOptions(cfg.Buyers,
@@ -286,6 +288,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	<-sampled
 
 	rep := s.report(ctx, buyersDone, overdueSeen)
+	rep.Metrics = s.metricFigures(ctx, metricsBefore, metricsErr)
+	rep.Checks = append(rep.Checks, rep.metricsCheck())
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
@@ -568,12 +572,27 @@ func (s *sim) takeSample(ctx context.Context) {
 	}
 	smp := Sample{At: time.Since(s.start), OnHand: f.OnHand, Available: f.Available, Locked: f.Locked, Sold: f.Sold,
 		Orders: s.created.Load(), Paid: s.paid.Load()}
+	m, merr := s.c.stockMetrics(ctx) // its failure shows in the report's last scrape
 	s.mu.Lock()
 	s.samples = append(s.samples, smp)
+	if merr == nil {
+		s.lagPeak = max(s.lagPeak, m.lag)
+	}
 	s.mu.Unlock()
 	if s.bar != nil && !s.bar.IsFinished() {
 		s.bar.Describe(fmt.Sprintf("available %d  locked %d  sold %d  orders %d", f.Available, f.Locked, f.Sold, smp.Orders))
 	}
+}
+
+// metricFigures scrapes stock's /metrics once more and makes the sale's figures of it.
+func (s *sim) metricFigures(ctx context.Context, before stockMetrics, beforeErr error) MetricFigures {
+	after, err := s.c.stockMetrics(ctx)
+	if err = errors.Join(beforeErr, err); err != nil {
+		return MetricFigures{Err: err.Error()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return metricDelta(before, after, s.lagPeak)
 }
 
 func (s *sim) records() []*orderRecord {

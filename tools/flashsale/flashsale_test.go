@@ -56,7 +56,7 @@ func TestRunPassesEveryCheckAgainstACorrectSystem(t *testing.T) {
 	}
 
 	text := rep.String()
-	for _, want := range []string{"orders by final status", "ledger rows by change type", "water level (every", "PASS  no oversell", "all 15 checks passed"} {
+	for _, want := range []string{"orders by final status", "ledger rows by change type", "water level (every", "PASS  no oversell", "all 16 checks passed", "stock's /metrics during the sale: locks +"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
@@ -91,6 +91,26 @@ func TestRunFailsWhenTheSystemOversells(t *testing.T) {
 	}
 	if !strings.Contains(rep.String(), "FAIL  no oversell") {
 		t.Errorf("report does not show the failure:\n%s", rep)
+	}
+}
+
+func TestRunFailsWhenStockMetricsDisagreeWithTheLedger(t *testing.T) {
+	fake, srv := newFake(t, "s3cret")
+	fake.miscount = true
+	cfg := smallConfig(t, srv.URL, "s3cret")
+	cfg.Buyers, cfg.ChartPath = 30, ""
+
+	rep, err := Run(context.Background(), cfg, nil)
+	if err == nil {
+		t.Fatal("Run passed with stock's metrics counting a lock that is not in the ledger")
+	}
+	if c, _ := rep.Check(CheckMetrics); c.Pass {
+		t.Errorf("metrics check passed: %s", c.Detail)
+	}
+	for name, pass := range map[string]bool{CheckNoOversell: true, CheckLedgerFold: true} {
+		if c, _ := rep.Check(name); c.Pass != pass {
+			t.Errorf("%s: %+v", name, c)
+		}
 	}
 }
 

@@ -81,6 +81,8 @@ type Report struct {
 	Consistent  bool
 	Differences []map[string]any
 
+	Metrics MetricFigures // what stock's /metrics said about the sale
+
 	Checks       []Check
 	Errors       int      // API calls that failed for good
 	ErrorSamples []string // the first few
@@ -242,7 +244,17 @@ const (
 	CheckSoldUnits       = "final sold = units of paid orders"
 	CheckNothingLocked   = "final locked = 0, available = on_hand - sold"
 	CheckSamplesObserved = "water level sampled"
+	CheckMetrics         = "stock's metrics = the ledger"
 )
+
+// metricsCheck holds what stock's /metrics counted during the sale against the ledger and the
+// orders: every lock row was counted as a lock, every rejected order as a rejection.
+func (r *Report) metricsCheck() Check {
+	m := r.Metrics
+	pass := m.Read && m.Locked == int64(r.LedgerRows["lock"]) && m.Rejected == int64(r.ByStatus["rejected"]) && m.LockBatches > 0
+	detail := fmt.Sprintf("%s (ledger lock rows %d, rejected orders %d)", m, r.LedgerRows["lock"], r.ByStatus["rejected"])
+	return Check{Name: CheckMetrics, Pass: pass, Detail: detail}
+}
 
 func (r *Report) checks(haveLedger bool) []Check {
 	n := r.Config.Units
@@ -370,7 +382,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	row(fmt.Sprintf("  API calls (%.0f/s)", float64(r.Calls)/max(r.Duration.Seconds(), 1)), r.Calls)
 	writeTable(&b, rows)
 	f := r.Final
-	fmt.Fprintf(&b, "\nfinal quantities: on_hand %d  available %d  locked %d  sold %d  incoming %d\n\n", f.OnHand, f.Available, f.Locked, f.Sold, f.Incoming)
+	fmt.Fprintf(&b, "\nfinal quantities: on_hand %d  available %d  locked %d  sold %d  incoming %d\n", f.OnHand, f.Available, f.Locked, f.Sold, f.Incoming)
+	fmt.Fprintf(&b, "stock's /metrics during the sale: %s\n\n", r.Metrics)
 
 	step := r.Config.TableStep
 	if step <= 0 {

@@ -125,6 +125,7 @@ func printUp(w io.Writer, sys *launcher.System) {
 		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
 	}
 	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", redacted(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
+	fmt.Fprintf(w, "  %-16s %s/metrics (and the same path on each service; docs/observability.md)\n", "metrics", sys.URLs["stock"])
 }
 
 // portOffset is STOCKFLOW_PORT_OFFSET: every port up uses (PostgreSQL, NATS, the services) is
