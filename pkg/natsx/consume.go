@@ -151,7 +151,7 @@ const (
 //
 // Dead letters: a message terminated as poison, or failing on its MaxDeliver-th delivery, is
 // first republished to deadletter.<subject> (stream DEADLETTER) with the HeaderDL* headers
-// and Nats-Msg-Id "dl:<stream>:<seq>", and only then terminated; if that publish fails the
+// and Nats-Msg-Id "dl:<stream>:<consumer>:<seq>", and only then terminated; if that publish fails the
 // message is Nak'ed instead, so it is never lost. Each is counted in the OpenTelemetry counter
 // stockflow.messaging.terminated (labels consumer, reason), every delivery after a message's
 // first in stockflow.messaging.redeliveries, and the consumer's num_pending is the gauge
@@ -381,7 +381,9 @@ func (c *consumer) deadLetter(ctx context.Context, span trace.Span, log *slog.Lo
 
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
-	msgID := fmt.Sprintf("dl:%s:%d", c.spec.Stream, seq)
+	// Per consumer: two consumers giving up on one message are two dead letters, not one
+	// that JetStream's duplicate window would keep while dropping the other.
+	msgID := fmt.Sprintf("dl:%s:%s:%d", c.spec.Stream, c.spec.Durable, seq)
 	if _, err := c.js.PublishMsg(pubCtx, dl, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(StreamDeadLetter)); err != nil {
 		log.ErrorContext(ctx, "dead-letter publish failed; retrying the message instead of terminating it", "err", err, "handler_err", herr)
 		if err := msg.NakWithDelay(RetryDelay(numDelivered)); err != nil {

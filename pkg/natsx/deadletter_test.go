@@ -102,6 +102,25 @@ func TestDeadLettersAreListedShownAndReplayedToTheHandler(t *testing.T) {
 	assert.Len(t, dls.DeadLetters, 2, "a replay deletes nothing")
 }
 
+// TestTwoConsumersGivingUpOnOneMessageAreTwoDeadLetters: stock and payment-adapter both
+// consume order.created; each one's dead letter of the same message is kept.
+func TestTwoConsumersGivingUpOnOneMessageAreTwoDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	fail := func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("no")) }
+	for _, durable := range []string{"stock-order-created", "payment-adapter-order-created"} {
+		stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: durable, FilterSubjects: []string{events.SubjectOrderCreated}}, fail, testLogger(t))
+		require.NoError(t, err)
+		t.Cleanup(stop)
+	}
+	_, err := js.Publish(ctx, events.SubjectOrderCreated, []byte(`{"a":1}`), jetstream.WithMsgID("ev-shared"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		l, err := natsx.ListDeadLetters(ctx, js, natsx.DeadLetterFilter{})
+		return err == nil && len(l.DeadLetters) == 2
+	}, 10*time.Second, 20*time.Millisecond, "one dead letter per consumer")
+}
+
 func TestGetDeadLetterOfAnUnknownSequence(t *testing.T) {
 	ctx := context.Background()
 	js := setup(t)
