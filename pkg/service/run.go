@@ -155,6 +155,15 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 			log.Warn("tracing shutdown", "err", err)
 		}
 	}()
+	metrics, shutdownMetrics, err := telemetry.SetupMetrics(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := shutdownMetrics(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("metrics shutdown", "err", err)
+		}
+	}()
 
 	pool, err := openDB(ctx, spec, spec.Base.AutoMigrate)
 	if err != nil {
@@ -211,7 +220,7 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 	// Every phase of a request is bounded, so slow or idle clients cannot hold connections:
 	// headers 5 s, the whole body 10 s, the answer 60 s, an idle keep-alive 60 s, headers 64 KiB.
 	srv := &http.Server{
-		Handler:           telemetry.HTTPHandler(handler, spec.Name),
+		Handler:           withMetrics(metrics, telemetry.HTTPHandler(handler, spec.Name)),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 	}

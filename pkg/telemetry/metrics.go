@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 )
 
@@ -53,7 +55,10 @@ func SetupMetrics(ctx context.Context, service string) (metrics http.Handler, sh
 		sdkmetric.WithReader(prom),
 		sdkmetric.WithView(sdkmetric.NewView(
 			sdkmetric.Instrument{Name: "http.server.*"},
-			sdkmetric.Stream{AttributeFilter: httpMetricLabels})),
+			sdkmetric.Stream{
+				AttributeFilter:                   httpMetricLabels,
+				ExemplarReservoirProviderSelector: withoutDroppedAttributes(sdkmetric.DefaultExemplarReservoirProviderSelector),
+			})),
 	}
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
 		otlp, err := otlpmetrichttp.New(ctx)
@@ -85,4 +90,21 @@ func serviceResource(service string) (*resource.Resource, error) {
 		return nil, fmt.Errorf("resource: %w", err)
 	}
 	return res, nil
+}
+
+// withoutDroppedAttributes keeps exemplars (the trace and span of a sampled measurement) but
+// not the attributes a view dropped, which the SDK would otherwise attach to them: the
+// Prometheus exporter refuses exemplar labels over 128 runes, and the Host header is no more
+// welcome in an exemplar than in a label.
+func withoutDroppedAttributes(sel sdkmetric.ExemplarReservoirProviderSelector) sdkmetric.ExemplarReservoirProviderSelector {
+	return func(agg sdkmetric.Aggregation) exemplar.ReservoirProvider {
+		provider := sel(agg)
+		return func(attrs attribute.Set) exemplar.Reservoir { return strippedReservoir{provider(attrs)} }
+	}
+}
+
+type strippedReservoir struct{ exemplar.Reservoir }
+
+func (r strippedReservoir) Offer(ctx context.Context, t time.Time, v exemplar.Value, _ []attribute.KeyValue) {
+	r.Reservoir.Offer(ctx, t, v, nil)
 }
