@@ -13,14 +13,15 @@ import (
 )
 
 // TestFindingsAndRepairsReachMetricsPerJob: a check finds two problems, a repair finds and
-// repairs them; /metrics counts 4 found and 2 repaired under the job's name, label job only.
+// repairs them; /metrics counts 4 found and 2 repaired under the job's name, label
+// reconcile_job only (job is the scrape target's).
 func TestFindingsAndRepairsReachMetricsPerJob(t *testing.T) {
 	metricstest.Handler(t)
 	pool, _ := pgtest.New(t, reconcile.Schema)
 	g := &gateJob{findings: []reconcile.Finding{{Kind: "thing", Detail: "a"}, {Kind: "thing", Detail: "b"}}}
 	r, err := reconcile.NewRunner(pool, nil, g.job("metrics_job"), (&gateJob{}).job("clean_job"))
 	require.NoError(t, err)
-	job := metricstest.Labels{"job": "metrics_job"}
+	job := metricstest.Labels{"reconcile_job": "metrics_job"}
 	before := metricstest.Get(t)
 
 	ctx := context.Background()
@@ -35,7 +36,7 @@ func TestFindingsAndRepairsReachMetricsPerJob(t *testing.T) {
 	assert.Equal(t, "COUNTER", after.Type("stockflow_reconcile_found_total"), after.Text)
 	assert.Equal(t, before.Value("stockflow_reconcile_found_total", job)+4, after.Value("stockflow_reconcile_found_total", job))
 	assert.Equal(t, before.Value("stockflow_reconcile_repaired_total", job)+2, after.Value("stockflow_reconcile_repaired_total", job))
-	assert.True(t, after.Has("stockflow_reconcile_found_total", metricstest.Labels{"job": "clean_job"}), "a clean run shows 0, not nothing")
-	assert.Equal(t, 0.0, after.Value("stockflow_reconcile_found_total", metricstest.Labels{"job": "clean_job"}))
-	assert.Equal(t, []string{"job=clean_job", "job=metrics_job"}, after.Series("stockflow_reconcile_found_total"), "label job only")
+	assert.True(t, after.Has("stockflow_reconcile_found_total", metricstest.Labels{"reconcile_job": "clean_job"}), "a clean run shows 0, not nothing")
+	assert.Equal(t, 0.0, after.Value("stockflow_reconcile_found_total", metricstest.Labels{"reconcile_job": "clean_job"}))
+	assert.Equal(t, []string{"reconcile_job=clean_job", "reconcile_job=metrics_job"}, after.Series("stockflow_reconcile_found_total"), "label reconcile_job only")
 }

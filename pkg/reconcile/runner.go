@@ -105,9 +105,9 @@ func (r *Runner) Run(ctx context.Context, name string, mode Mode, trigger string
 	if runErr != nil {
 		rep.Error = runErr.Error()
 	}
-	// Label job only (docs/observability.md): a check's findings are problems as much as a
-	// repair's, and repaired stays 0 in check mode.
-	attrs := metric.WithAttributes(attribute.String("job", name))
+	// Label reconcile_job only (docs/observability.md): not job, which Prometheus sets to the
+	// scrape target's; not mode: a check's findings are problems as much as a repair's.
+	attrs := metric.WithAttributes(attribute.String("reconcile.job", name))
 	r.found.Add(ctx, int64(rep.Found), attrs)
 	r.repaired.Add(ctx, int64(rep.Repaired), attrs)
 	if err := r.finish(ctx, rep); err != nil {
