@@ -34,10 +34,12 @@ func TestOutboxBacklogGaugesRiseAndFallToZero(t *testing.T) {
 	require.NoError(t, err)
 
 	runRelay(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{PollInterval: 10 * time.Millisecond}))
-	s := metricstest.Get(t)
+	var s metricstest.Scrape
+	require.Eventually(t, func() bool { // the gauges exist once Run has started
+		s = metricstest.Get(t)
+		return s.Type("stockflow_outbox_backlog") == "GAUGE" && s.Type("stockflow_outbox_oldest_age_seconds") == "GAUGE"
+	}, 10*time.Second, 10*time.Millisecond, "the relay's gauges:\n%s", s.Text)
 	assert.Equal(t, 0.0, s.Value("stockflow_outbox_backlog", nil), "nothing pending yet:\n%s", s.Text)
-	assert.Equal(t, "GAUGE", s.Type("stockflow_outbox_backlog"))
-	assert.Equal(t, "GAUGE", s.Type("stockflow_outbox_oldest_age_seconds"))
 
 	write(t, e.pool, msg("m-1"), msg("m-2"))
 	write(t, e.pool, msg("m-3"))
