@@ -8,12 +8,13 @@
 // absorbs that, and consumers' inbox absorbs anything later.
 //
 // Order: the relay reads only rows whose transaction is older than every transaction still
-// running (txid < pg_snapshot_xmin(pg_current_snapshot()), the approach of watermill-sql), in
-// (txid, id) order, and only one relay per database publishes at a time (an advisory lock).
-// So rows of a long-open transaction are never skipped, and rows are published in the order
-// their transactions began writing — which, for transactions serialised on the same aggregate
-// row, is their commit order. The price: a long-running transaction anywhere on the PostgreSQL
-// server (snapshots are cluster-wide) delays publishing until it ends.
+// running in its database (the server's snapshot, pg_current_snapshot, narrowed to this
+// database's sessions: see horizon in relay.go; watermill-sql's approach uses the server-wide
+// pg_snapshot_xmin), in (txid, id) order, and only one relay per database publishes at a time
+// (an advisory lock). So rows of a long-open transaction are never skipped, and rows are
+// published in the order their transactions began writing. The price: a long-running write
+// transaction in the service's own database delays its publishing until it ends; one in
+// another database on the same server does not.
 package outbox
 
 import (

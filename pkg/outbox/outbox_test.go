@@ -95,8 +95,8 @@ func pendingCount(t *testing.T, pool *pgxpool.Pool) int {
 }
 
 // publishAll runs passes until no row is pending and returns how many rows they published.
-// A pass may publish nothing for a while: a transaction open anywhere on the PostgreSQL server
-// (another test package's, say) holds pg_snapshot_xmin back.
+// A pass may publish nothing for a while: a transaction open in the test's database holds the
+// relay's horizon back.
 func publishAll(t *testing.T, r *outbox.Relay, pool *pgxpool.Pool) int {
 	t.Helper()
 	total := 0
@@ -172,6 +172,38 @@ func TestLongOpenTransactionHoldsBackLaterRows(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, "older", got[0].Header.Get(jetstream.MsgIDHeader))
 	assert.Equal(t, "newer", got[1].Header.Get(jetstream.MsgIDHeader))
+}
+
+// TestOpenTransactionInAnotherDatabaseHoldsNothingBack: the relay waits only for transactions
+// of its own database. A write transaction left open in another service's database on the same
+// server (a psql session at BEGIN; INSERT …, a stuck batch) does not stop this one's events;
+// one left open here still holds back the rows written after it.
+func TestOpenTransactionInAnotherDatabaseHoldsNothingBack(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	other, _ := pgtest.New(t, outbox.Schema) // another service's database
+	stuck, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = stuck.Rollback(ctx) }()
+	require.NoError(t, outbox.Write(ctx, stuck, msg("elsewhere"))) // holds an xid, stays open
+
+	write(t, e.pool, msg("here"))
+	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{})
+	n, err := relay.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "published while the other database's transaction is still open")
+
+	mine, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = mine.Rollback(ctx) }()
+	_, err = mine.Exec(ctx, `SELECT pg_current_xact_id()`) // an open transaction of this database
+	require.NoError(t, err)
+	write(t, e.pool, msg("after"))
+	n, err = relay.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "this database's open transaction holds back the row written after it")
+	require.NoError(t, mine.Rollback(ctx))
+	assert.Equal(t, 1, publishAll(t, relay, e.pool))
 }
 
 // runRelay runs r until the test ends or the returned stop is called.
@@ -354,7 +386,7 @@ func TestRelayKilledMidBatchThenRestartedPublishesEverything(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.nc.Flush())
 	killed := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 1000})
-	require.Eventually(t, func() bool { // passes publish nothing while another test's transaction holds xmin back
+	require.Eventually(t, func() bool {
 		_, err = killed.PublishPending(ctx)
 		return err != nil
 	}, 20*time.Second, 10*time.Millisecond)

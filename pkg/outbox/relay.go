@@ -173,10 +173,29 @@ func (r *Relay) pass(ctx context.Context) (n int, err error) {
 	return len(published), pubErr
 }
 
+// horizon is the oldest transaction still running in this database (as an xid8), or the next
+// xid when none is: every outbox row below it is committed or rolled back, so none of a
+// still-open transaction is overtaken. Only this database's transactions count — they are
+// the only ones that can write its outbox — so a transaction left open in another service's
+// database on the same server holds nothing back (pg_snapshot_xmin alone is server-wide).
+// The server's snapshot lists the running xid8s; pg_stat_activity and pg_prepared_xacts say
+// which belong here (by their 32-bit xid). The relay's role must see its database's sessions:
+// the services' own role, or pg_read_all_stats.
+const horizon = `
+		SELECT coalesce(
+		         (SELECT min(x) FROM pg_snapshot_xip(snap.s) AS x
+		           WHERE (x::text::bigint % 4294967296) IN (
+		                 SELECT backend_xid::text::bigint FROM pg_stat_activity
+		                  WHERE datname = current_database() AND backend_xid IS NOT NULL
+		                 UNION ALL
+		                 SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database())),
+		         pg_snapshot_xmax(snap.s))
+		  FROM (SELECT pg_current_snapshot() AS s) AS snap`
+
 func (r *Relay) read(ctx context.Context, tx pgx.Tx) ([]row, error) {
 	rs, err := tx.Query(ctx, `
 		SELECT id, event_id, subject, data, headers FROM outbox
-		WHERE published_at IS NULL AND txid < pg_snapshot_xmin(pg_current_snapshot())
+		WHERE published_at IS NULL AND txid < (`+horizon+`)
 		ORDER BY txid, id
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
