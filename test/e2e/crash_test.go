@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -170,4 +171,27 @@ func BenchmarkPostToAwaitingPayment(b *testing.B) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// TestAnOpenTransactionInOneServiceDoesNotStopTheOthers: a write transaction left open in the
+// timeout service's database (a psql session at BEGIN; INSERT …) does not hold back the order
+// and stock services' outbox relays: an order still reaches awaiting_payment at once (review F8).
+func TestAnOpenTransactionInOneServiceDoesNotStopTheOthers(t *testing.T) {
+	c := client{t}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, sys.ServiceDatabaseURL("timeout"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO inbox (consumer, message_id) VALUES ('psql', 'left-open')`)
+	require.NoError(t, err)
+
+	sku := "F8-" + randomHex(3)
+	c.createSKU(sku, 3)
+	id := c.order("30m", item{SKU: sku, Qty: 1, UnitPrice: 4900})
+	c.waitStatus(id, "awaiting_payment", 5*time.Second)
+	require.NoError(t, tx.Rollback(ctx))
+	c.requireConsistent()
 }
