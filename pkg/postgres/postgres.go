@@ -20,7 +20,8 @@ import (
 // DefaultURL is the database a developer machine of this project runs (trust auth).
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres"
 
-// Connect opens a pool and checks that the server answers.
+// Connect opens a pool and checks that the server answers. Its sessions end a transaction left
+// idle for DefaultIdleInTransactionTimeout unless the URL says otherwise.
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -32,6 +33,9 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		// PostgreSQL's default max_connections of 100.
 		cfg.MaxConns = 12
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransaction]; !set {
+		cfg.ConnConfig.RuntimeParams[idleInTransaction] = DefaultIdleInTransactionTimeout
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
@@ -42,6 +46,15 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// idleInTransaction is the setting that ends a session left idle inside a transaction.
+const idleInTransaction = "idle_in_transaction_session_timeout"
+
+// DefaultIdleInTransactionTimeout is how long a service's session may sit idle inside a
+// transaction before the server ends it (and rolls it back): no use case waits that long
+// between statements, and an open transaction holds row locks and its database's outbox
+// relay. The URL's idle_in_transaction_session_timeout parameter overrides it.
+const DefaultIdleInTransactionTimeout = "60s"
 
 // Beginner is what InTx needs: a pool, a connection or an outer transaction.
 type Beginner interface {
