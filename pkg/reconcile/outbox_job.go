@@ -113,7 +113,7 @@ func stuckRows(ctx context.Context, pool *pgxpool.Pool, o OutboxOptions, mode Mo
 		if mode == Repair && !f.Repaired {
 			f.Error = repairErr
 			if f.Error == "" {
-				f.Error = "still pending: another relay holds the outbox lock, or an open transaction holds the snapshot xmin back"
+				f.Error = "still pending: another relay holds the outbox lock, or an open transaction in this database holds the relay back"
 			}
 		}
 		res.Findings = append(res.Findings, f)

@@ -138,7 +138,7 @@ func (r *Runner) finish(ctx context.Context, rep Report) error {
 }
 
 // lock takes the job's session advisory lock on a connection of its own, held (outside any
-// transaction, so the outbox relays' snapshot xmin is not held back) until unlock.
+// transaction, so the outbox relay's horizon is not held back) until unlock.
 func (r *Runner) lock(ctx context.Context, name string) (unlock func(), err error) {
 	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
