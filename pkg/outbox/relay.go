@@ -173,22 +173,22 @@ func (r *Relay) pass(ctx context.Context) (n int, err error) {
 	return len(published), pubErr
 }
 
-// horizon is the oldest transaction still running in this database (as an xid8), or the next
-// xid when none is: every outbox row below it is committed or rolled back, so none of a
-// still-open transaction is overtaken. Only this database's transactions count — they are
-// the only ones that can write its outbox — so a transaction left open in another service's
-// database on the same server holds nothing back (pg_snapshot_xmin alone is server-wide).
-// The server's snapshot lists the running xid8s; pg_stat_activity and pg_prepared_xacts say
-// which belong here (by their 32-bit xid). The relay's role must see its database's sessions:
-// the services' own role, or pg_read_all_stats.
+// horizon is the oldest transaction still running that may belong to this database (as an
+// xid8), or the next xid when there is none: every outbox row below it is committed or rolled
+// back, so none of a still-open transaction is overtaken. The server's snapshot lists the
+// running xid8s; those pg_stat_activity or pg_prepared_xacts show in another database are left
+// out — they cannot write this outbox — so a transaction left open in another service's
+// database on the same server holds nothing back (pg_snapshot_xmin alone is server-wide). A
+// running xid not shown anywhere (its session just ended, or the relay's role may not see it)
+// is counted as this database's: a late answer holds back a pass, never reorders one.
 const horizon = `
 		SELECT coalesce(
 		         (SELECT min(x) FROM pg_snapshot_xip(snap.s) AS x
-		           WHERE (x::text::bigint % 4294967296) IN (
+		           WHERE (x::text::bigint % 4294967296) NOT IN (
 		                 SELECT backend_xid::text::bigint FROM pg_stat_activity
-		                  WHERE datname = current_database() AND backend_xid IS NOT NULL
+		                  WHERE datname IS DISTINCT FROM current_database() AND backend_xid IS NOT NULL
 		                 UNION ALL
-		                 SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database())),
+		                 SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database <> current_database())),
 		         pg_snapshot_xmax(snap.s))
 		  FROM (SELECT pg_current_snapshot() AS s) AS snap`
 
