@@ -68,12 +68,19 @@ func (c *Claims) Has(roles ...Role) bool {
 	return false
 }
 
+// The codes of the identity check, the same on every route of every service.
+var (
+	CodeUnauthenticated = httpx.NewCode(http.StatusUnauthorized, "unauthenticated")
+	CodeInvalidToken    = httpx.NewCode(http.StatusUnauthorized, "invalid_token")
+	CodeForbidden       = httpx.NewCode(http.StatusForbidden, "forbidden")
+)
+
 // ErrUnauthenticated is the answer to a request without a bearer token.
-var ErrUnauthenticated = &httpx.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "a valid bearer token is required"}
+var ErrUnauthenticated = CodeUnauthenticated.Errorf("a valid bearer token is required")
 
 // Forbidden is the 403 of a token whose roles do not allow the request, saying why.
 func Forbidden(format string, args ...any) *httpx.Error {
-	return httpx.Errorf(http.StatusForbidden, "forbidden", format, args...)
+	return CodeForbidden.Errorf(format, args...)
 }
 
 // Config says which tokens a service accepts.
@@ -176,7 +183,7 @@ func (v *Verifier) Require(h http.Handler, roles ...Role) http.Handler {
 		c, err := v.Verify(strings.TrimSpace(raw))
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stockflow", error="invalid_token"`)
-			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, "invalid_token", "%v", err))
+			httpx.WriteError(w, CodeInvalidToken.Errorf("%v", err))
 			return
 		}
 		if !c.Has(roles...) {

@@ -67,12 +67,20 @@ func Propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
-// HTTPHandler wraps h so every request runs in a server span named operation (say
-// "POST /orders"), continuing the trace of an incoming traceparent header when there is one,
-// with otelhttp's standard HTTP attributes and metrics.
+// HTTPHandler wraps h so every request runs in a server span named after the route pattern
+// that served it ("POST /v1/orders"; operation, the service's name, until a mux has matched),
+// continuing the trace of an incoming traceparent header when there is one, with otelhttp's
+// standard HTTP attributes and metrics.
 func HTTPHandler(h http.Handler, operation string) http.Handler {
-	return otelhttp.NewHandler(h, operation,
-		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }))
+	return otelhttp.NewHandler(h, operation, otelhttp.WithSpanNameFormatter(spanName))
+}
+
+// spanName is the route pattern, never the raw path (one name per route, not per order).
+func spanName(operation string, r *http.Request) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	return operation
 }
 
 // HeaderCarrier adapts NATS message headers to a propagation.TextMapCarrier. NATS header keys
