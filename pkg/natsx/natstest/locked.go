@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -53,22 +52,5 @@ func StartLocked(t testing.TB) Locked {
 		t.Fatalf("natstest: parse rendered configuration: %v", err)
 	}
 	opts.ServerName = "natstest-locked"
-	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-	opts.JetStream, opts.StoreDir = true, t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: create server: %v", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatalf("natstest: server not ready within 10s")
-	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	return Locked{URL: srv.ClientURL(), passwords: passwords}
+	return Locked{URL: run(t, opts), passwords: passwords}
 }

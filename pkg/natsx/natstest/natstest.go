@@ -16,18 +16,18 @@ import (
 // is shut down when the test ends.
 func Start(t testing.TB) string {
 	t.Helper()
-	opts := &server.Options{
-		ServerName: "natstest",
-		Host:       "127.0.0.1",
-		Port:       server.RANDOM_PORT,
-		JetStream:  true,
-		StoreDir:   t.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-		// Keep the footprint small: tests run several servers side by side on 2 cores.
-		JetStreamMaxMemory: 64 << 20,
-		JetStreamMaxStore:  1 << 30,
-	}
+	return run(t, &server.Options{ServerName: "natstest"})
+}
+
+// run completes opts with what every test server shares — a random local port, JetStream
+// under t.TempDir(), no logs or signals, a small footprint — and runs it until the test ends.
+func run(t testing.TB, opts *server.Options) string {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir = true, t.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	// Keep the footprint small: tests run several servers side by side on 2 cores.
+	opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("natstest: create server: %v", err)
