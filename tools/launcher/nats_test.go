@@ -18,13 +18,10 @@ import (
 	"github.com/stockflow/stockflow/pkg/natsx"
 )
 
-// The pinned nats-server as up starts it: locked down, passwords made once and kept, streams
-// ensured by the admin; a service's credentials publish its own events and nothing else.
-func TestUpStartsNATSLockedDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the pinned nats-server")
-	}
-	ctx := context.Background()
+// natsRunDir is a run directory of the test's own, with nats-server on a free port, and Down
+// when the test ends.
+func natsRunDir(t *testing.T) (Options, int) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	port, err := freePort()
@@ -35,6 +32,17 @@ func TestUpStartsNATSLockedDown(t *testing.T) {
 		require.NoError(t, os.MkdirAll(o.path(d), 0o755))
 	}
 	t.Cleanup(func() { assert.NoError(t, Down(o)) })
+	return o, port
+}
+
+// The pinned nats-server as up starts it: locked down, passwords made once and kept, streams
+// ensured by the admin; a service's credentials publish its own events and nothing else.
+func TestUpStartsNATSLockedDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the pinned nats-server")
+	}
+	ctx := context.Background()
+	o, port := natsRunDir(t)
 
 	adminURL, err := ensureNATS(ctx, o)
 	require.NoError(t, err)
@@ -96,16 +104,7 @@ func TestUpRefusesAnOpenNATSFromAnEarlierUp(t *testing.T) {
 		t.Skip("builds and runs the pinned nats-server")
 	}
 	ctx := context.Background()
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	port, err := freePort()
-	require.NoError(t, err)
-	o := Options{Root: root, RunDir: t.TempDir(), NATSPort: port, Log: t.Logf}
-	o.defaults()
-	for _, d := range []string{"logs", "bin", "pids"} {
-		require.NoError(t, os.MkdirAll(o.path(d), 0o755))
-	}
-	t.Cleanup(func() { assert.NoError(t, Down(o)) })
+	o, port := natsRunDir(t)
 	bin, err := NATSBinary(ctx, o)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", o.natsDir())
