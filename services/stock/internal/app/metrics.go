@@ -138,7 +138,6 @@ type recorder struct {
 	watched      map[string][len(states)][]metric.ObserveOption // by SKU, by state
 	reg          metric.Registration
 	gauges       gaugeCache
-	zero         sync.Once // the oversell series at 0, again at the first collection
 }
 
 // newRecorder makes the instruments on o.meters. A meter that refuses one (it never should:
@@ -183,9 +182,9 @@ func newRecorder(reads Reads, now func() time.Time, o options) *recorder {
 		}
 		r.watched[sku] = opts
 	}
-	// The series exists from the start, at 0: an alert on it needs no absent() guard. (The
-	// global provider drops what is recorded before an SDK is installed, so the first
-	// collection adds the 0 again: the series is there however the process was started.)
+	// The series exists from the start, at 0: an alert on it needs no absent() guard. (serve
+	// installs the SDK before it wires the service, so this 0 is not lost to the global
+	// provider's no-op.)
 	r.oversell.Add(context.Background(), 0)
 
 	r.gauges = gaugeCache{read: func(ctx context.Context) (gaugeFigures, error) {
@@ -278,7 +277,6 @@ func (r *recorder) refused(ctx context.Context, err error) {
 }
 
 func (r *recorder) observe(ctx context.Context, o metric.Observer) error {
-	r.zero.Do(func() { r.oversell.Add(ctx, 0) })
 	g, err := r.gauges.get(ctx)
 	if err != nil {
 		return err
