@@ -80,7 +80,7 @@ func setup(t *testing.T) *env {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 
 	s := &shop{pool: pool}
 	h := natsx.On(durable, natsx.Errors{Permanent: []error{errUnknownSKU}}, s.lock)

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/stockflow/stockflow/pkg/buildinfo"
 )
 
 // MaxBody is the largest request body any endpoint accepts.
@@ -112,11 +114,16 @@ func JSON(status int) kithttp.EncodeResponseFunc {
 	}
 }
 
-// Health registers GET /healthz (the process runs) and GET /readyz (ready reports nil).
+// Health registers GET /healthz (the process runs; the body names the build, buildinfo) and
+// GET /readyz (ready reports nil).
 func Health(mux *http.ServeMux, ready func(context.Context) error) {
+	healthy, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		buildinfo.Info
+	}{"ok", buildinfo.Get()})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
+		_, _ = w.Write(healthy)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context()); err != nil {

@@ -1,6 +1,7 @@
 // Package natsx is stockflow's JetStream plumbing: the connection, every stream the system
-// uses (EnsureStreams), message schedules for payment deadlines, and Consume, which runs a
-// durable pull consumer and maps a handler's result to exactly one acknowledgement:
+// uses (ApplyStreams, CreateStreams, CheckStreams), message schedules for payment deadlines,
+// and Consume, which runs a durable pull consumer and maps a handler's result to exactly one
+// acknowledgement:
 //
 //	nil                      → Ack (also for "already done": the handler returns nil)
 //	Permanent(err), or an

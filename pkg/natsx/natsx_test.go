@@ -27,7 +27,7 @@ func setup(t *testing.T) jetstream.JetStream {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 	return js
 }
 
@@ -39,12 +39,12 @@ type tWriter struct{ t *testing.T }
 
 func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-func TestEnsureStreamsTwiceIsFine(t *testing.T) {
+func TestApplyStreamsTwiceIsFine(t *testing.T) {
 	ctx := context.Background()
 	js := setup(t)
-	require.NoError(t, natsx.EnsureStreams(ctx, js), "second run")
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1), "second run")
 
-	for _, cfg := range natsx.StreamConfigs() {
+	for _, cfg := range natsx.StreamConfigs(1) {
 		s, err := js.Stream(ctx, cfg.Name)
 		require.NoError(t, err, cfg.Name)
 		info := s.CachedInfo()

@@ -120,7 +120,7 @@ func PermissionsOf(user string) (Permissions, bool) {
 			pub = append(pub, SubjectDeadLetterPrefix+s)
 		}
 	}
-	for _, cfg := range StreamConfigs() {
+	for _, cfg := range StreamConfigs(1) {
 		pub = append(pub, "$JS.API.STREAM.INFO."+cfg.Name)
 	}
 	for _, d := range g.durables {
@@ -144,7 +144,7 @@ func PermissionsOf(user string) (Permissions, bool) {
 
 // streamSubjects are the subjects stream captures.
 func streamSubjects(stream string) []string {
-	for _, cfg := range StreamConfigs() {
+	for _, cfg := range StreamConfigs(1) {
 		if cfg.Name == stream {
 			return cfg.Subjects
 		}

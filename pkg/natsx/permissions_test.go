@@ -77,7 +77,7 @@ func lockedSetup(t *testing.T) (natstest.Locked, *conn) {
 	t.Helper()
 	l := natstest.StartLocked(t)
 	admin := dial(t, l, natsx.AdminUser)
-	require.NoError(t, natsx.EnsureStreams(context.Background(), admin.js))
+	require.NoError(t, natsx.ApplyStreams(context.Background(), admin.js, 1))
 	return l, admin
 }
 
@@ -169,7 +169,9 @@ func TestServiceCannotManageStreamsOrTouchOthersConsumers(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ORDER", "STOCK", "PAYMENT", "TIMEOUT", "SCHEDULES", "DEADLETTER"}, got)
 	_, err = admin.js.Consumer(ctx, natsx.StreamStock, "order-stock-outcomes")
 	assert.NoError(t, err, "the order service's consumer was deleted")
-	require.NoError(t, natsx.CheckStreams(ctx, admin.js), "a stream was changed")
+	drifts, err := natsx.CheckStreams(ctx, admin.js, 1)
+	require.NoError(t, err, "a stream was changed")
+	assert.Empty(t, drifts, "a stream was changed")
 }
 
 func refusedManagement(t *testing.T, l natstest.Locked, user string) {
@@ -240,7 +242,8 @@ func TestServicesPublishAndConsumeWhatTheyOwn(t *testing.T) {
 				asyncErrs = append(asyncErrs, err)
 				mu.Unlock()
 			})
-			require.NoError(t, natsx.PrepareStreams(ctx, nc, js), "a service only checks the streams")
+			_, err = natsx.PrepareStreams(ctx, nc, js, 1)
+			require.NoError(t, err, "a service only checks the streams")
 
 			for _, subject := range owned[user] {
 				_, err := js.Publish(ctx, subject, []byte(`{}`), jetstream.WithMsgID(user+":"+subject))
@@ -316,34 +319,83 @@ func TestServiceReadsDeadLettersWithAnOrderedConsumer(t *testing.T) {
 
 func TestPrepareStreams(t *testing.T) {
 	ctx := context.Background()
-	t.Run("open server: the service ensures them", func(t *testing.T) {
+	t.Run("open server: the service creates them", func(t *testing.T) {
 		nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 		require.NoError(t, err)
 		defer nc.Close()
-		require.NoError(t, natsx.PrepareStreams(ctx, nc, js))
-		require.NoError(t, natsx.CheckStreams(ctx, js))
+		drifts, err := natsx.PrepareStreams(ctx, nc, js, 1)
+		require.NoError(t, err)
+		assert.Empty(t, drifts)
+		drifts, err = natsx.CheckStreams(ctx, js, 1)
+		require.NoError(t, err)
+		assert.Empty(t, drifts)
 	})
 	t.Run("locked server: a service only checks", func(t *testing.T) {
 		l := natstest.StartLocked(t)
 		nc, js, err := natsx.Connect(ctx, l.As("stock"), t.Name())
 		require.NoError(t, err)
 		defer nc.Close()
-		err = natsx.PrepareStreams(ctx, nc, js)
+		_, err = natsx.PrepareStreams(ctx, nc, js, 1)
 		require.ErrorIs(t, err, natsx.ErrStreamsNotReady)
 		assert.Contains(t, err.Error(), "PAYMENT is missing")
 
 		admin := dial(t, l, natsx.AdminUser)
-		require.NoError(t, natsx.EnsureStreams(ctx, admin.js))
-		require.NoError(t, natsx.PrepareStreams(ctx, nc, js))
+		require.NoError(t, natsx.ApplyStreams(ctx, admin.js, 1))
+		_, err = natsx.PrepareStreams(ctx, nc, js, 1)
+		require.NoError(t, err)
 
-		changed := natsx.StreamConfigs()[0]
+		// A lesser difference is reported, and the service starts.
+		changed := natsx.StreamConfigs(1)[0]
 		changed.MaxAge = time.Hour
 		_, err = admin.js.UpdateStream(ctx, changed)
 		require.NoError(t, err)
-		err = natsx.CheckStreams(ctx, js)
+		drifts, err := natsx.PrepareStreams(ctx, nc, js, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []string{changed.Name + " differs in max age"}, drifts)
+
+		// One the services cannot work without stops it.
+		changed.Subjects = append(changed.Subjects, "extra.>")
+		_, err = admin.js.UpdateStream(ctx, changed)
+		require.NoError(t, err)
+		_, err = natsx.PrepareStreams(ctx, nc, js, 1)
 		require.ErrorIs(t, err, natsx.ErrStreamsNotReady)
-		assert.Contains(t, err.Error(), changed.Name+" differs in max age")
+		assert.Contains(t, err.Error(), changed.Name+" differs in subjects")
 	})
+}
+
+// A starting process never changes an existing stream: what an operator configured (three
+// replicas on a cluster, a longer age) stays until ApplyStreams, the explicit command, runs.
+func TestStartingNeverChangesAStream(t *testing.T) {
+	ctx := context.Background()
+	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
+	operators := natsx.StreamConfigs(1)[0]
+	operators.MaxAge = 30 * 24 * time.Hour
+	_, err = js.UpdateStream(ctx, operators)
+	require.NoError(t, err)
+	require.NoError(t, js.DeleteStream(ctx, natsx.StreamTimeout))
+
+	drifts, err := natsx.PrepareStreams(ctx, nc, js, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []string{operators.Name + " differs in max age"}, drifts)
+	s, err := js.Stream(ctx, operators.Name)
+	require.NoError(t, err)
+	assert.Equal(t, operators.MaxAge, s.CachedInfo().Config.MaxAge, "a start reset the operator's setting")
+	_, err = js.Stream(ctx, natsx.StreamTimeout)
+	assert.NoError(t, err, "a missing stream is created")
+
+	// On a single server three replicas cannot be had: the stream created with one is
+	// reported, not failed, so a misconfigured replica count is visible at every start.
+	drifts, err = natsx.CheckStreams(ctx, js, 3)
+	require.NoError(t, err)
+	assert.Contains(t, drifts, natsx.StreamTimeout+" differs in replicas (1, configured 3)")
+
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
+	drifts, err = natsx.CheckStreams(ctx, js, 1)
+	require.NoError(t, err)
+	assert.Empty(t, drifts, "apply brings every stream to the configuration")
 }
 
 func TestAuthorizationConfigQuotesAndNeedsEveryPassword(t *testing.T) {

@@ -54,11 +54,12 @@ const (
 // event id within it (relay restart, replica race) is stored once.
 const DuplicateWindow = 2 * time.Minute
 
-// StreamConfigs returns the configuration EnsureStreams applies. All streams use file storage,
-// one replica, limits retention and DuplicateWindow. Event streams keep 14 days; SCHEDULES has
-// no age limit (a pending schedule must never expire before it fires) and keeps one message
-// per subject: a new schedule for an order replaces the old one, as does a new fire message.
-func StreamConfigs() []jetstream.StreamConfig {
+// StreamConfigs returns the configuration of every stream, each with replicas replicas
+// (NATS_STREAM_REPLICAS: 1 on a single server, 3 on a three-node cluster). All streams use file
+// storage, limits retention and DuplicateWindow. Event streams keep 14 days; SCHEDULES has no
+// age limit (a pending schedule must never expire before it fires) and keeps one message per
+// subject: a new schedule for an order replaces the old one, as does a new fire message.
+func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	event := func(name, desc string, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name:        name,
@@ -67,7 +68,7 @@ func StreamConfigs() []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
 			Discard:     jetstream.DiscardOld,
-			Replicas:    1,
+			Replicas:    replicas,
 			MaxAge:      14 * 24 * time.Hour,
 			Duplicates:  DuplicateWindow,
 		}
@@ -89,49 +90,72 @@ func StreamConfigs() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates every stream of StreamConfigs, or updates it to that configuration.
-// It is idempotent. On a locked-down server only AdminUser may run it: the launcher does before
-// it starts the services.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
-	for _, cfg := range StreamConfigs() {
+// ApplyStreams creates every stream of StreamConfigs(replicas) that is missing and updates
+// every other to that configuration (the server refuses what it cannot change in place, such as
+// the storage type). It is the explicit change of stream configuration, `stockflow streams
+// apply` or the deployment's nats-streams Job, and only the admin user may run it: nothing
+// that starts, services included, ever changes an existing stream.
+func ApplyStreams(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	for _, cfg := range StreamConfigs(replicas) {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+			return fmt.Errorf("apply stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// CreateStreams creates the streams of StreamConfigs(replicas) that are missing and leaves the
+// existing ones as they are, whatever their configuration: a starting process must never shrink
+// a cluster's replicas or reset what an operator changed (CheckStreams reports the difference).
+func CreateStreams(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	for _, cfg := range StreamConfigs(replicas) {
+		_, err := js.CreateStream(ctx, cfg)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
 }
 
 // ErrStreamsNotReady is wrapped by CheckStreams when a stream is missing or differs from
-// StreamConfigs.
+// StreamConfigs in a setting the services cannot work without.
 var ErrStreamsNotReady = errors.New("streams not set up by the NATS admin")
 
-// CheckStreams reports, wrapping ErrStreamsNotReady, every stream of StreamConfigs that is
-// missing or whose subjects, retention, storage, limits or schedule setting differ. It only
-// reads stream info, which every service user may.
-func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
-	var problems []string
-	for _, want := range StreamConfigs() {
+// CheckStreams compares every stream on the server with StreamConfigs(replicas). It returns an
+// error wrapping ErrStreamsNotReady when a stream is missing or differs in a setting the
+// services rely on to work at all (subjects, retention, messages per subject, message
+// schedules), and otherwise the list of lesser differences (replicas, storage, max age,
+// duplicate window): a service starts with those and logs them, as `stockflow streams check`
+// prints them. It only reads stream info, which every service user may.
+func CheckStreams(ctx context.Context, js jetstream.JetStream, replicas int) ([]string, error) {
+	var blocking, drifts []string
+	for _, want := range StreamConfigs(replicas) {
 		s, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			problems = append(problems, want.Name+" is missing")
+			blocking = append(blocking, want.Name+" is missing")
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("check stream %s: %w", want.Name, err)
+			return nil, fmt.Errorf("check stream %s: %w", want.Name, err)
 		}
-		if d := drift(want, s.CachedInfo().Config); len(d) > 0 {
-			problems = append(problems, want.Name+" differs in "+strings.Join(d, ", "))
+		b, d := drift(want, s.CachedInfo().Config)
+		if len(b) > 0 {
+			blocking = append(blocking, want.Name+" differs in "+strings.Join(b, ", "))
+		}
+		if len(d) > 0 {
+			drifts = append(drifts, want.Name+" differs in "+strings.Join(d, ", "))
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s; the admin user applies them with natsx.EnsureStreams (stockflow up does, docs/conventions.md)",
-			ErrStreamsNotReady, strings.Join(problems, ", "))
+	if len(blocking) > 0 {
+		return drifts, fmt.Errorf("%w: %s; the admin applies the configuration with `stockflow streams apply` (the nats-streams Job in deploy/k8s)",
+			ErrStreamsNotReady, strings.Join(blocking, ", "))
 	}
-	return nil
+	return drifts, nil
 }
 
-// drift names the settings of got that differ from want among those stockflow relies on.
-func drift(want, got jetstream.StreamConfig) []string {
+// drift names the settings of got that differ from want: those the services cannot work
+// without, then the others.
+func drift(want, got jetstream.StreamConfig) (blocking, other []string) {
 	// The server stores an unlimited per-subject limit, asked for as 0, as -1.
 	perSubject := func(n int64) int64 {
 		if n <= 0 {
@@ -139,36 +163,44 @@ func drift(want, got jetstream.StreamConfig) []string {
 		}
 		return n
 	}
-	var d []string
 	for _, f := range []struct {
-		name string
-		same bool
+		name     string
+		same     bool
+		blocking bool
 	}{
-		{"subjects", slices.Equal(got.Subjects, want.Subjects)},
-		{"retention", got.Retention == want.Retention},
-		{"storage", got.Storage == want.Storage},
-		{"max age", got.MaxAge == want.MaxAge},
-		{"max messages per subject", perSubject(got.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject)},
-		{"duplicate window", got.Duplicates == want.Duplicates},
-		{"message schedules", got.AllowMsgSchedules == want.AllowMsgSchedules},
+		{"subjects", slices.Equal(got.Subjects, want.Subjects), true},
+		{"retention", got.Retention == want.Retention, true},
+		{"max messages per subject", perSubject(got.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject), true},
+		{"message schedules", got.AllowMsgSchedules == want.AllowMsgSchedules, true},
+		{fmt.Sprintf("replicas (%d, configured %d)", got.Replicas, want.Replicas), got.Replicas == want.Replicas, false},
+		{"storage", got.Storage == want.Storage, false},
+		{"max age", got.MaxAge == want.MaxAge, false},
+		{"duplicate window", got.Duplicates == want.Duplicates, false},
 	} {
-		if !f.same {
-			d = append(d, f.name)
+		switch {
+		case f.same:
+		case f.blocking:
+			blocking = append(blocking, f.name)
+		default:
+			other = append(other, f.name)
 		}
 	}
-	return d
+	return blocking, other
 }
 
-// PrepareStreams readies the streams before a service uses them. A server that requires no
-// authentication (a development server, natstest's embedded one) lets anyone manage streams,
-// so the service ensures them itself (EnsureStreams) as every service did before NATS was
-// locked down. On a server that requires authentication a service user may not (PermissionsOf)
-// and only checks that the admin did (CheckStreams), failing startup otherwise.
-func PrepareStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+// PrepareStreams readies the streams before a service uses them and returns the lesser
+// differences CheckStreams found, for the service to log. A server that requires no
+// authentication (a development server, natstest's embedded one) lets anyone create streams, so
+// the service creates the missing ones itself (CreateStreams). On a server that requires
+// authentication a service user may not (PermissionsOf) and only checks that the admin did.
+// Neither ever changes an existing stream.
+func PrepareStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int) ([]string, error) {
 	if !nc.AuthRequired() {
-		return EnsureStreams(ctx, js)
+		if err := CreateStreams(ctx, js, replicas); err != nil {
+			return nil, err
+		}
 	}
-	return CheckStreams(ctx, js)
+	return CheckStreams(ctx, js, replicas)
 }
 
 // ScheduleSubject is the subject of orderID's pending deadline schedule.

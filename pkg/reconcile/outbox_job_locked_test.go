@@ -30,7 +30,7 @@ func TestOutboxJobWorksWithAServiceUser(t *testing.T) {
 	anc, admin, err := natsx.Connect(ctx, l.As(natsx.AdminUser), "admin")
 	require.NoError(t, err)
 	defer anc.Close()
-	require.NoError(t, natsx.EnsureStreams(ctx, admin))
+	require.NoError(t, natsx.ApplyStreams(ctx, admin, 1))
 	present := natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "stock-order-created"}
 	missing := natsx.ConsumerSpec{Stream: natsx.StreamPayment, Durable: "stock-payment-succeeded"}
 	_, err = admin.CreateOrUpdateConsumer(ctx, present.Stream, jetstream.ConsumerConfig{Durable: present.Durable, AckPolicy: jetstream.AckExplicitPolicy})

@@ -29,7 +29,7 @@ func outboxSetup(t *testing.T, consumers []natsx.ConsumerSpec, lagMax int) (*rec
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), "test")
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{})
 	job := reconcile.OutboxJob(pool, js, reconcile.OutboxOptions{Age: 0, LagMax: lagMax, Consumers: consumers, Publish: relay.PublishPending})
 	r, err := reconcile.NewRunner(pool, nil, job)

@@ -7,9 +7,11 @@ package service
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -28,6 +30,11 @@ type Base struct {
 	// pinned nats-server on 14222, never the system one on 4222. On a locked-down server it
 	// carries the service's user and password (nats://user:password@host:port).
 	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:14222" secret:"true"`
+	// NATSStreamReplicas is how many replicas the streams are configured with: 1 on a single
+	// server, 3 on a three-node JetStream cluster. A service creates missing streams with it (on
+	// a server without authentication) and reports a stream that has another; it never changes
+	// an existing stream (`stockflow streams apply` does).
+	NATSStreamReplicas int `env:"NATS_STREAM_REPLICAS" envDefault:"1"`
 	// AutoMigrate creates the database and applies migrations at start. Kubernetes runs
 	// `<svc> migrate` as a Job and sets it false.
 	AutoMigrate bool `env:"AUTO_MIGRATE" envDefault:"true"`
@@ -86,6 +93,9 @@ func (b Base) Validate() error {
 	if u, err := url.Parse(b.NATSURL); err != nil || u.Scheme != "nats" {
 		errs = append(errs, errors.New("NATS_URL must be a nats:// URL"))
 	}
+	if b.NATSStreamReplicas < 1 || b.NATSStreamReplicas > 5 {
+		errs = append(errs, errors.New("NATS_STREAM_REPLICAS must be between 1 and 5"))
+	}
 	if b.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
@@ -138,6 +148,38 @@ func LoadConfig(cfg any, environ []string) error {
 // their host and path, lose their password).
 func LogAttrs(cfg any) []any {
 	var attrs []any
+	eachSetting(cfg, func(f reflect.StructField, v reflect.Value) {
+		val := fmt.Sprint(v.Interface())
+		if f.Tag.Get("secret") == "true" {
+			val = mask(val)
+		}
+		attrs = append(attrs, slog.String(f.Tag.Get("env"), val))
+	})
+	return attrs
+}
+
+// writeEnv prints one line per environment variable cfg reads: its name, then tab-separated
+// "secret" for a secret and "default=<v>" when it has one. Deployment checks read the first
+// column.
+func writeEnv(w io.Writer, cfg any) error {
+	var b strings.Builder
+	eachSetting(cfg, func(f reflect.StructField, _ reflect.Value) {
+		b.WriteString(f.Tag.Get("env"))
+		if f.Tag.Get("secret") == "true" {
+			b.WriteString("\tsecret")
+		}
+		if d, ok := f.Tag.Lookup("envDefault"); ok {
+			b.WriteString("\tdefault=" + d)
+		}
+		b.WriteString("\n")
+	})
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// eachSetting calls fn for every field of the struct cfg points to (embedded structs
+// included) that an env tag names.
+func eachSetting(cfg any, fn func(reflect.StructField, reflect.Value)) {
 	var walk func(v reflect.Value)
 	walk = func(v reflect.Value) {
 		t := v.Type()
@@ -147,15 +189,10 @@ func LogAttrs(cfg any) []any {
 				walk(fv)
 				continue
 			}
-			name := f.Tag.Get("env")
-			if name == "" || !f.IsExported() {
+			if f.Tag.Get("env") == "" || !f.IsExported() {
 				continue
 			}
-			val := fmt.Sprint(fv.Interface())
-			if f.Tag.Get("secret") == "true" {
-				val = mask(val)
-			}
-			attrs = append(attrs, slog.String(name, val))
+			fn(f, fv)
 		}
 	}
 	v := reflect.ValueOf(cfg)
@@ -163,7 +200,6 @@ func LogAttrs(cfg any) []any {
 		v = v.Elem()
 	}
 	walk(v)
-	return attrs
 }
 
 func mask(s string) string {

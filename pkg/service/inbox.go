@@ -17,7 +17,7 @@ const inboxPruneEvery = time.Hour
 // a message still in its stream apply its effect twice.
 func minInboxRetention() time.Duration {
 	var longest time.Duration
-	for _, c := range natsx.StreamConfigs() {
+	for _, c := range natsx.StreamConfigs(1) {
 		if c.Name != natsx.StreamDeadLetter {
 			longest = max(longest, c.MaxAge)
 		}

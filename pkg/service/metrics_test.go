@@ -66,7 +66,7 @@ func TestServeExposesMetricsWithoutAToken(t *testing.T) {
 	addr := freeAddr(t)
 	const durable = "metrics-test-order-created"
 	base := &Base{
-		HTTPAddr: addr, DatabaseURL: dbURL, NATSURL: natsURL, AutoMigrate: true, LogLevel: slog.LevelWarn,
+		HTTPAddr: addr, DatabaseURL: dbURL, NATSURL: natsURL, NATSStreamReplicas: 1, AutoMigrate: true, LogLevel: slog.LevelWarn,
 		ShutdownTimeout: 10 * time.Second, ConsumerAckWait: 30 * time.Second, ConsumerWorkers: 1, RelayBatch: 256,
 		ReconcileMode: "check", AuthJWKS: kit.JWKSFile, AuthIssuer: authtest.Issuer, AuthAudience: authtest.Audience,
 	}
@@ -107,7 +107,10 @@ func TestServeExposesMetricsWithoutAToken(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "no token needed: %s", body)
 		return metricstest.Parse(t, strings.NewReader(body))
 	}
-	code, _ := get(t, url+"/v1/admin/reconcile/runs", "")
+	code, body := get(t, url+"/healthz", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"status":"ok","version":"dev"}`, body, "the build, unstamped under go test")
+	code, _ = get(t, url+"/v1/admin/reconcile/runs", "")
 	assert.Equal(t, http.StatusUnauthorized, code, "the admin API wants a token")
 	s := scrape()
 	assert.True(t, s.Has("stockflow_outbox_backlog", nil), s.Text)

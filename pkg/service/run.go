@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/buildinfo"
 	"github.com/stockflow/stockflow/pkg/deadletter"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
@@ -70,9 +71,19 @@ type Spec struct {
 }
 
 // Main runs the subcommand in args: serve (the default), migrate, reconcile <job|all>
-// [--repair] (print the JSON report of each run; exit 1 when a run fails), or one of
-// spec.Commands.
+// [--repair] (print the JSON report of each run; exit 1 when a run fails), one of
+// spec.Commands, version (or --version: the build, buildinfo) or env (every environment
+// variable the service reads, with its default; what a deployment must provide a source for).
 func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "version", "--version":
+			_, err := fmt.Fprintln(stdout, spec.Name, buildinfo.Get())
+			return err
+		case "env":
+			return writeEnv(stdout, spec.Config)
+		}
+	}
 	// JSON lines; those logged with a request's or a message's context carry its trace_id and
 	// span_id (telemetry.LogHandler).
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: spec.Base.LogLevel}))).With("service", spec.Name)
@@ -100,7 +111,7 @@ func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error
 	}
 	run, ok := spec.Commands[cmd]
 	if !ok {
-		return fmt.Errorf("unknown command %q (serve, migrate, reconcile%s)", cmd, commandNames(spec.Commands))
+		return fmt.Errorf("unknown command %q (serve, migrate, reconcile%s, version, env)", cmd, commandNames(spec.Commands))
 	}
 	pool, err := openDB(ctx, spec, false)
 	if err != nil {
@@ -175,8 +186,12 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
-	if err := natsx.PrepareStreams(ctx, nc, js); err != nil {
+	drifts, err := natsx.PrepareStreams(ctx, nc, js, spec.Base.NATSStreamReplicas)
+	if err != nil {
 		return err
+	}
+	for _, d := range drifts {
+		log.Warn("stream configuration differs from this build's; it is left as it is until `stockflow streams apply` (the nats-streams Job) changes it", "drift", d)
 	}
 	verifier, err := auth.NewVerifier(ctx, spec.Base.AuthConfig())
 	if err != nil {

@@ -72,7 +72,7 @@ func TestTraceFlowsFromHTTPThroughOutboxAndNATSToConsumer(t *testing.T) {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 
 	api := httptest.NewServer(telemetry.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		err := postgres.InTx(r.Context(), pool, func(tx pgx.Tx) error {

@@ -48,7 +48,7 @@ func NATSBinary(ctx context.Context, o Options) (string, error) {
 // the admin's credentials; each service gets its own (serviceNATSURL).
 func ensureNATS(ctx context.Context, o Options) (string, error) {
 	if o.NATSURL != "" {
-		return o.NATSURL, ensureStreams(ctx, o.NATSURL)
+		return o.NATSURL, ensureStreams(ctx, o, o.NATSURL)
 	}
 	port := o.NATSPort
 	if port == 0 {
@@ -71,7 +71,7 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 		if err := checkLocked(ctx, adminURL); err != nil {
 			return "", fmt.Errorf("nats-server (pid %d) from an earlier up: %w; run `make down` and `make up` again", pid, err)
 		}
-		return adminURL, ensureStreams(ctx, adminURL)
+		return adminURL, ensureStreams(ctx, o, adminURL)
 	}
 	if portFree(fmt.Sprintf("127.0.0.1:%d", port), 0) != nil {
 		return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", port)
@@ -102,7 +102,7 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 	for range 100 {
 		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
 			c.Close()
-			return adminURL, ensureStreams(ctx, adminURL)
+			return adminURL, ensureStreams(ctx, o, adminURL)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -195,9 +195,10 @@ func checkLocked(ctx context.Context, adminURL string) error {
 	return nil
 }
 
-// ensureStreams applies natsx.StreamConfigs as the admin, before any service starts: a service
-// user may only check that the streams exist.
-func ensureStreams(ctx context.Context, url string) error {
+// ensureStreams creates the missing streams as the admin, before any service starts (a
+// service user may only check them), and says which existing ones differ from this build's
+// configuration: up never changes them; `stockflow streams apply` does.
+func ensureStreams(ctx context.Context, o Options, url string) error {
 	nc, js, err := natsx.Connect(ctx, url, "stockflow-launcher")
 	if err != nil {
 		return err
@@ -205,10 +206,30 @@ func ensureStreams(ctx context.Context, url string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := natsx.EnsureStreams(ctx, js); err != nil {
+	if err := natsx.CreateStreams(ctx, js, localReplicas); err != nil {
 		return fmt.Errorf("nats streams (the NATS URL's user must be allowed to manage them): %w", err)
 	}
-	return nil
+	drifts, err := natsx.CheckStreams(ctx, js, localReplicas)
+	for _, d := range drifts {
+		o.Log("nats: stream %s (left as it is; `go run ./tools/cmd/stockflow streams apply` changes it)", d)
+	}
+	return err
+}
+
+// localReplicas is the stream replicas of the launcher's single nats-server.
+const localReplicas = 1
+
+// NATSAdminURL is the URL, with the admin's credentials, of the NATS that up uses: o.NATSURL
+// when set, else the launcher's nats-server on o.NATSPort (its passwords from an earlier up).
+func NATSAdminURL(o Options) (string, error) {
+	if o.NATSURL != "" {
+		return o.NATSURL, nil
+	}
+	pw, err := readNATSPasswords(o)
+	if err != nil {
+		return "", fmt.Errorf("the NATS admin's password (is stockflow up? set NATS_URL for another server): %w", err)
+	}
+	return natsx.WithCredentials(fmt.Sprintf("nats://127.0.0.1:%d", o.NATSPort), natsx.AdminUser, pw[natsx.AdminUser])
 }
 
 // serviceNATSURL is the NATS_URL svc starts with: the launcher's nats-server with svc's own

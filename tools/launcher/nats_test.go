@@ -63,7 +63,8 @@ func TestUpStartsNATSLockedDown(t *testing.T) {
 	nc, stock, err := natsx.Connect(ctx, stockURL, "stock")
 	require.NoError(t, err)
 	defer nc.Close()
-	require.NoError(t, natsx.PrepareStreams(ctx, nc, stock), "up ensured the streams")
+	_, err = natsx.PrepareStreams(ctx, nc, stock, 1)
+	require.NoError(t, err, "up created the streams")
 	_, err = stock.Publish(ctx, events.SubjectStockLocked, []byte(`{}`))
 	require.NoError(t, err, "stock publishes its own events")
 

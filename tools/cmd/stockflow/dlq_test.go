@@ -39,7 +39,7 @@ func TestDLQCommands(t *testing.T) {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 	kit := authtest.New(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -9,6 +9,7 @@
 //	stockflow demo [flags]       up, then how to try it by hand, then a flash sale with its report
 //	stockflow loadtest [flags]   POST /v1/orders at a fixed rate (vegeta) on the running system, then its figures
 //	stockflow dlq list|show|replay [flags]  the dead letters of the running system's consumers; replay through the inbox
+//	stockflow streams check|apply [-replicas N]  compare the NATS streams with this build's configuration, or change them to it
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
 // throwaway cluster and the pinned nats-server run on ports 15432 and 14222, which do not clash
@@ -51,7 +52,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest|dlq")
+		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest|dlq|streams")
 	}
 	if args[0] == "flashsale" {
 		// Needs no repository: it drives any deployment through its public APIs.
@@ -115,8 +116,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return loadTest(ctx, o, args[1:], stdout, stderr)
 	case "dlq":
 		return dlq(ctx, o, args[1:], stdout, stderr)
+	case "streams":
+		return streams(ctx, o, args[1:], getenv, stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest, dlq)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest, dlq, streams)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {

@@ -46,7 +46,7 @@ func setup(t *testing.T) *env {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 	for _, c := range consumers.All(svc) {
 		stop, err := natsx.Consume(ctx, js, c.Spec, c.Handle, log)
 		require.NoError(t, err)

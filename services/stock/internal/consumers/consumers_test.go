@@ -41,7 +41,7 @@ func newRig(t *testing.T, wrap func(natsx.Handler) natsx.Handler) *rig {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), "stock-test")
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 	svc := app.New(postgres.NewStore(pool))
 	log := slog.New(slog.DiscardHandler)
 	for _, c := range consumers.All(svc) {

@@ -46,7 +46,7 @@ func start(t *testing.T, sweepInterval time.Duration) *system {
 	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	require.NoError(t, natsx.EnsureStreams(ctx, js))
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 
 	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load([]string{"TIMEOUT_SWEEP_INTERVAL=" + sweepInterval.String()})
