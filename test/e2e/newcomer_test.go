@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // TestNewcomerFromPrivateClone is the newcomer's first minute: a clone in a private (0700)
 // folder — a clone under /root, or in a mktemp -d folder — on a machine with no DATABASE_URL
 // and no NATS_URL, so `make up` starts its own PostgreSQL cluster and the pinned nats-server.
-// One order is placed and paid by hand; `make down` then leaves no process and no port behind.
+// One order is placed and paid by hand; stock is killed and its supervisor starts it again;
+// `make down` then leaves no process and no port behind.
 func TestNewcomerFromPrivateClone(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
@@ -58,7 +60,7 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 
 	t.Log(makeIn("up"))
 	pids := readPids(t, clone)
-	require.Len(t, pids, 5, "four services and nats-server")
+	require.Len(t, pids, 6, "four services, their supervisor and nats-server")
 	raw, err := os.ReadFile(filepath.Join(clone, ".run", "pids", "pg.data"))
 	require.NoError(t, err, "the throwaway cluster is recorded")
 	clusterDir = filepath.Dir(strings.TrimSpace(string(raw)))
@@ -104,6 +106,23 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	waitFor("paid")
 	_, s := c.call("GET", stock+"/v1/skus/"+sku, nil, map[string]string{"Authorization": ops})
 	assert.Equal(t, []any{10.0, 8.0, 0.0, 2.0}, []any{s["on_hand"], s["available"], s["locked"], s["sold"]}, "%v", s)
+
+	// A crash: the supervisor starts stock again, with its state, and status counts it.
+	require.NoError(t, syscall.Kill(pids["stock"], syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(stock + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "stock never came back after SIGKILL")
+	_, s = c.call("GET", stock+"/v1/skus/"+sku, nil, map[string]string{"Authorization": ops})
+	assert.Equal(t, 2.0, s["sold"], "%v", s)
+	assert.Regexp(t, `stock +running \(pid \d+\), 1 restarts, last exit signal: killed`, makeIn("status"))
+	restarted := readPids(t, clone)
+	assert.NotEqual(t, pids["stock"], restarted["stock"], "a new stock process")
+	pids["stock (restarted)"] = restarted["stock"]
 
 	ports := []int{15432 + offset, 14222 + offset, 8081 + offset, 8082 + offset, 8083 + offset, 8084 + offset}
 	makeIn("down")

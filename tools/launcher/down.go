@@ -20,8 +20,10 @@ import (
 func Down(o Options) error {
 	o.defaults()
 	var errs []error
-	// Services first, so they drain against a live NATS and database; then nats-server.
-	var files []string
+	// The supervisor first, which stops the services it runs (and would restart any stopped
+	// behind its back); then any service left, so they drain against a live NATS and
+	// database; then nats-server.
+	files := []string{o.path("pids", "supervisor.pid")}
 	for _, svc := range append(append([]string{}, Services...), "nats") {
 		files = append(files, o.path("pids", svc+".pid"))
 	}
@@ -31,7 +33,7 @@ func Down(o Options) error {
 		}
 		if pid := readPid(f); pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
-			if !waitGone(pid, 15*time.Second) {
+			if !waitGone(pid, 25*time.Second) { // the supervisor waits up to 20 s for a drain
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				waitGone(pid, 5*time.Second)
 			}
@@ -93,6 +95,7 @@ func Status(o Options, w io.Writer) error {
 	if len(files) == 0 {
 		fmt.Fprintln(w, "nothing of this checkout runs (make up starts it)")
 	}
+	supervised := readSupervised(o)
 	files, _ = filepath.Glob(o.path("pids", "*.pid"))
 	for _, f := range files {
 		pid := readPid(f)
@@ -100,7 +103,11 @@ func Status(o Options, w io.Writer) error {
 		if pid > 0 && Alive(pid) {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
-		fmt.Fprintf(w, "%-16s %s\n", strings.TrimSuffix(filepath.Base(f), ".pid"), state)
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if rec, ok := supervised[name]; ok && rec.Restarts > 0 {
+			state += fmt.Sprintf(", %d restarts, last exit %s at %s", rec.Restarts, rec.LastExit, rec.ExitedAt.Format(time.TimeOnly))
+		}
+		fmt.Fprintf(w, "%-16s %s\n", name, state)
 	}
 	if data, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
 		state := "stopped"

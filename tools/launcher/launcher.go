@@ -38,7 +38,7 @@ type Options struct {
 	Ports       map[string]int // HTTP ports per service (default DefaultPorts; 0 picks a free one)
 	DBPrefix    string         // database name prefix (default "stockflow_")
 	Env         []string       // extra environment for every service (KEY=VALUE)
-	Log         func(format string, args ...any)
+	Log         func(format string, args ...any) `json:"-"`
 }
 
 // System is what Up started or found.
@@ -76,23 +76,12 @@ func (o Options) path(parts ...string) string {
 }
 
 // Up ensures PostgreSQL and NATS, builds the services and starts each as a process with its log
-// in RunDir/logs, and waits until every /readyz answers.
+// in RunDir/logs, and waits until every /readyz answers. The services are this process's
+// children: tests kill and restart them (UpSupervised has a supervisor do it).
 func Up(ctx context.Context, o Options) (*System, error) {
 	o.defaults()
-	for _, d := range []string{"logs", "bin", "pids"} {
-		if err := os.MkdirAll(o.path(d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*proc{}}
-	if err := EnsureKeys(o); err != nil {
-		return nil, err
-	}
-	var err error
-	if s.DatabaseURL, err = EnsurePostgres(ctx, o); err != nil {
-		return nil, err
-	}
-	if s.NATSURL, err = ensureNATS(ctx, o); err != nil {
+	s, err := prepare(ctx, o)
+	if err != nil {
 		return nil, err
 	}
 	if err := Build(ctx, o, Services...); err != nil {
@@ -111,15 +100,42 @@ func Up(ctx context.Context, o Options) (*System, error) {
 	return s, nil
 }
 
+// prepare makes RunDir's folders and the local identity provider's keys and ensures PostgreSQL
+// and NATS: everything the services need before they start.
+func prepare(ctx context.Context, o Options) (*System, error) {
+	for _, d := range []string{"logs", "bin", "pids"} {
+		if err := os.MkdirAll(o.path(d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*proc{}}
+	if err := EnsureKeys(o); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.DatabaseURL, err = EnsurePostgres(ctx, o); err != nil {
+		return nil, err
+	}
+	if s.NATSURL, err = ensureNATS(ctx, o); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Build compiles the named service binaries into RunDir/bin.
 func Build(ctx context.Context, o Options, services ...string) error {
 	o.defaults()
-	args := []string{"build", "-o", o.path("bin") + string(os.PathSeparator)}
+	var pkgs []string
 	for _, svc := range services {
-		args = append(args, "./services/"+svc+"/cmd/"+svc)
+		pkgs = append(pkgs, "./services/"+svc+"/cmd/"+svc)
 	}
-	o.Log("building %s", strings.Join(services, ", "))
-	cmd := exec.CommandContext(ctx, "go", args...)
+	return build(ctx, o, pkgs...)
+}
+
+// build compiles the main packages pkgs (relative to Root) into RunDir/bin.
+func build(ctx context.Context, o Options, pkgs ...string) error {
+	o.Log("building %s", strings.Join(pkgs, ", "))
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", o.path("bin") + string(os.PathSeparator)}, pkgs...)...)
 	cmd.Dir = o.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
@@ -225,6 +241,16 @@ func portFree(addr string, within time.Duration) error {
 
 // WaitReady waits until a service's /readyz answers 200.
 func (s *System) WaitReady(ctx context.Context, svc string, timeout time.Duration) error {
+	var exited chan struct{}
+	if p := s.procs[svc]; p != nil {
+		exited = p.exited
+	}
+	return s.waitURL(ctx, svc, timeout, exited)
+}
+
+// waitURL waits until svc's /readyz answers 200, failing early when exited closes (the process
+// that runs it has gone).
+func (s *System) waitURL(ctx context.Context, svc string, timeout time.Duration, exited <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(s.URLs[svc] + "/readyz")
@@ -233,10 +259,6 @@ func (s *System) WaitReady(ctx context.Context, svc string, timeout time.Duratio
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-		}
-		var exited chan struct{}
-		if p := s.procs[svc]; p != nil {
-			exited = p.exited
 		}
 		select {
 		case <-ctx.Done():

@@ -72,7 +72,7 @@ func demo(ctx context.Context, o launcher.Options, args []string, getenv func(st
 	if err != nil {
 		return err
 	}
-	sys, err := launcher.Up(ctx, o)
+	sys, err := launcher.UpSupervised(ctx, o)
 	if err != nil {
 		return err
 	}

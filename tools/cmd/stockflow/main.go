@@ -1,8 +1,8 @@
 // Command stockflow is the developer's handle on the whole system:
 //
-//	stockflow up       PostgreSQL + pinned NATS + the four services, logs in .run/logs
+//	stockflow up       PostgreSQL + pinned NATS + the four services under a supervisor (restarts with backoff), logs in .run/logs
 //	stockflow down     stop exactly what up started (-purge: and remove its database cluster and NATS store)
-//	stockflow status   what runs
+//	stockflow status   what runs, and how often the supervisor restarted each service
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
 //	stockflow token -role operator [-sub alice] [-ttl 1h]  a bearer token from the local identity provider
 //	stockflow flashsale [flags]  run a flash sale against a running stockflow (any deployment, by URL)
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, url)
 		return nil
 	case "up":
-		sys, err := launcher.Up(ctx, o)
+		sys, err := launcher.UpSupervised(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -108,6 +108,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	case "status":
 		return launcher.Status(o, stdout)
+	case "supervise": // run by up, not by hand
+		if len(args) != 2 {
+			return errors.New("usage: stockflow supervise <options file written by up>")
+		}
+		return launcher.Supervise(ctx, args[1], stderr)
 	case "token":
 		return token(o, args[1:], stdout, stderr)
 	case "demo":
