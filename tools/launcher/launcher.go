@@ -29,15 +29,15 @@ var databases = map[string]string{"order": "order", "stock": "stock", "payment-a
 
 // Options say where things go.
 type Options struct {
-	Root        string         // repository root (for go build)
-	RunDir      string         // state, binaries, logs and pid files (.run/)
-	DatabaseURL string         // a server URL to use if reachable; empty: start a throwaway cluster
-	NATSURL     string         // a NATS >= 2.12 to use; empty: start the pinned nats-server
-	PGPort      int            // port of a throwaway cluster (default 15432)
-	NATSPort    int            // port of the started nats-server (default 14222; 0 picks a free one)
-	Ports       map[string]int // HTTP ports per service (default DefaultPorts; 0 picks a free one)
-	DBPrefix    string         // database name prefix (default "stockflow_")
-	Env         []string       // extra environment for every service (KEY=VALUE)
+	Root        string                           // repository root (for go build)
+	RunDir      string                           // state, binaries, logs and pid files (.run/)
+	DatabaseURL string                           // a server URL to use if reachable; empty: start a throwaway cluster
+	NATSURL     string                           // a NATS >= 2.12 to use; empty: start the pinned nats-server
+	PGPort      int                              // port of a throwaway cluster (default 15432)
+	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
+	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
+	DBPrefix    string                           // database name prefix (default "stockflow_")
+	Env         []string                         // extra environment for every service (KEY=VALUE)
 	Log         func(format string, args ...any) `json:"-"`
 }
 
