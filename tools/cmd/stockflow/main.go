@@ -58,6 +58,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Needs no repository: it drives any deployment through its public APIs.
 		return flashSale(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if args[0] == "streams" && getenv("NATS_URL") != "" {
+		// Neither does a given NATS (the stockflow-tools image's nats-streams Job).
+		return streams(ctx, launcher.Options{NATSURL: getenv("NATS_URL")}, args[1:], getenv, stdout, stderr)
+	}
 	root, err := repoRoot()
 	if err != nil {
 		return err

@@ -55,6 +55,12 @@ func TestStreamsCheckAndApply(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "nothing to change")
 
+	// Outside a checkout (the stockflow-tools image), with NATS_URL.
+	wd := t.TempDir()
+	t.Chdir(wd)
+	out, err = streams("check")
+	require.NoError(t, err, out)
+
 	_, err = streams("apply", "-replicas", "7")
 	assert.ErrorContains(t, err, "between 1 and 5")
 	env["NATS_STREAM_REPLICAS"] = "x"
