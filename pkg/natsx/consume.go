@@ -51,6 +51,28 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) || errors.Is(err, events.ErrMalformed)
 }
 
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string { return e.err.Error() }
+func (e unavailableError) Unwrap() error { return e.err }
+
+// Unavailable marks err as an outage of something the handler needs (its database refused or
+// dropped the connection), not a fault of the message: Consume keeps retrying it past
+// MaxDeliver, up to OutageMaxDeliver deliveries, so that a database restart or failover of
+// hours dead-letters nothing. Unavailable(nil) is nil; Permanent wins over it.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailableError{err: err}
+}
+
+// IsUnavailable reports whether err was marked Unavailable.
+func IsUnavailable(err error) bool {
+	var u unavailableError
+	return errors.As(err, &u)
+}
+
 // retryDelays is the NakWithDelay schedule by delivery count: quick retries for blips (a lock
 // timeout, a deadlock victim), then slower ones for outages, capped so a recovered dependency
 // is noticed within seconds.
@@ -70,9 +92,14 @@ func RetryDelay(numDelivered uint64) time.Duration {
 
 // Consumer defaults, applied by Consume to the zero fields of a ConsumerSpec.
 const (
-	// DefaultMaxDeliver: with RetryDelay this is about 2.5 minutes of retries, long enough to
-	// ride out a database failover, short enough that a stuck message surfaces in DEADLETTER.
+	// DefaultMaxDeliver: with RetryDelay this is about 2.5 minutes of retries of a failing
+	// handler, short enough that a stuck message surfaces in DEADLETTER.
 	DefaultMaxDeliver = 20
+	// DefaultOutageMaxDeliver is how often a message whose handler fails Unavailable is
+	// delivered: 10 s apart, about 2.8 hours of a database outage. It is the consumer's
+	// MaxDeliver on the server, so it also bounds a message that kills its process each time
+	// (no handler sees that end: the server's advisory dead-letters it).
+	DefaultOutageMaxDeliver = 1000
 	// DefaultAckWait bounds one handler run (a transaction or two); a delivery not acked by
 	// then — the process died or hung — is redelivered.
 	DefaultAckWait = 30 * time.Second
@@ -90,8 +117,11 @@ type ConsumerSpec struct {
 	Durable        string
 	FilterSubjects []string
 	MaxDeliver     int
-	AckWait        time.Duration
-	MaxAckPending  int
+	// OutageMaxDeliver is the delivery budget of a message failing Unavailable (default
+	// DefaultOutageMaxDeliver, never below MaxDeliver).
+	OutageMaxDeliver int
+	AckWait          time.Duration
+	MaxAckPending    int
 	// Workers is how many handlers run at once (default 1: in stream order, but for the
 	// retries). More workers trade that order for throughput; handlers must then tolerate
 	// events of one entity arriving out of order, as stockflow's do (row locks serialise them,
@@ -103,6 +133,10 @@ func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	if s.MaxDeliver == 0 {
 		s.MaxDeliver = DefaultMaxDeliver
 	}
+	if s.OutageMaxDeliver == 0 {
+		s.OutageMaxDeliver = DefaultOutageMaxDeliver
+	}
+	s.OutageMaxDeliver = max(s.OutageMaxDeliver, s.MaxDeliver)
 	if s.AckWait == 0 {
 		s.AckWait = DefaultAckWait
 	}
@@ -122,7 +156,7 @@ func (s ConsumerSpec) config() jetstream.ConsumerConfig {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        s.AckWait,
-		MaxDeliver:     s.MaxDeliver,
+		MaxDeliver:     s.OutageMaxDeliver,
 		MaxAckPending:  s.MaxAckPending,
 		FilterSubjects: s.FilterSubjects,
 		// No BackOff: failed deliveries are spaced by NakWithDelay (RetryDelay); AckWait alone
@@ -149,7 +183,8 @@ const (
 // publish is logged with the message's stream sequence and never silently dropped (JetStream
 // then redelivers after AckWait).
 //
-// Dead letters: a message terminated as poison, or failing on its MaxDeliver-th delivery, is
+// Dead letters: a message terminated as poison, or failing on its MaxDeliver-th delivery (its
+// OutageMaxDeliver-th when the failure is Unavailable), is
 // first republished to deadletter.<subject> (stream DEADLETTER) with the HeaderDL* headers
 // and Nats-Msg-Id "dl:<stream>:<consumer>:<seq>", and only then terminated; if that publish fails the
 // message is Nak'ed instead, so it is never lost. Each is counted in the OpenTelemetry counter
@@ -330,7 +365,8 @@ func (c *consumer) handle(msg jetstream.Msg) {
 		}
 	case IsPermanent(herr):
 		outcome = c.deadLetter(ctx, span, log, msg, seq, numDelivered, "poison", herr)
-	case numDelivered >= uint64(c.spec.MaxDeliver):
+	case numDelivered >= uint64(c.spec.OutageMaxDeliver),
+		numDelivered >= uint64(c.spec.MaxDeliver) && !IsUnavailable(herr):
 		outcome = c.deadLetter(ctx, span, log, msg, seq, numDelivered, "exhausted", herr)
 	default:
 		outcome = "nak"

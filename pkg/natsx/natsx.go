@@ -10,6 +10,8 @@
 //	any other error          → NakWithDelay, the delay growing with the delivery count; on the
 //	                           last allowed delivery (MaxDeliver) it is dead-lettered and
 //	                           terminated like a poison message instead
+//	Unavailable(err)         → the same, with OutageMaxDeliver deliveries (hours): a
+//	                           dependency is down, the message is not at fault
 //
 // On, Switch and OnMessage are the one shape of a consumer's handler: decode with pkg/events,
 // run the use case with the message's inbox identity, and mark its errors as the consumer's

@@ -226,6 +226,7 @@ func TestConsumeAckMapping(t *testing.T) {
 		// handle returns the handler's result for a delivery.
 		handle         func(numDelivered uint64) error
 		maxDeliver     int
+		outageMax      int
 		wantCalls      int
 		wantDeadLetter string // reason header, "" for none
 	}{
@@ -246,6 +247,18 @@ func TestConsumeAckMapping(t *testing.T) {
 		{name: "transient error on the last delivery is dead-lettered", handle: func(uint64) error {
 			return errBoom
 		}, maxDeliver: 2, wantCalls: 2, wantDeadLetter: "exhausted"},
+		{name: "an outage is retried past MaxDeliver until it ends", handle: func(n uint64) error {
+			if n < 4 {
+				return natsx.Unavailable(fmt.Errorf("lock: %w", errBoom))
+			}
+			return nil
+		}, maxDeliver: 2, wantCalls: 4},
+		{name: "an outage longer than its budget is dead-lettered", handle: func(uint64) error {
+			return natsx.Unavailable(errBoom)
+		}, maxDeliver: 2, outageMax: 3, wantCalls: 3, wantDeadLetter: "exhausted"},
+		{name: "permanent wins over unavailable", handle: func(uint64) error {
+			return natsx.Unavailable(natsx.Permanent(errBoom))
+		}, wantCalls: 1, wantDeadLetter: "poison"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +270,7 @@ func TestConsumeAckMapping(t *testing.T) {
 
 			var seen counter
 			durable := fmt.Sprintf("c%d", i)
-			stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: durable, MaxDeliver: tc.maxDeliver},
+			stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: durable, MaxDeliver: tc.maxDeliver, OutageMaxDeliver: tc.outageMax},
 				func(ctx context.Context, msg jetstream.Msg) error { return tc.handle(seen.add(msg)) }, testLogger(t))
 			require.NoError(t, err)
 			defer stop()
@@ -323,7 +336,7 @@ func TestHungLastDeliveryReachesDeadLetterViaAdvisory(t *testing.T) {
 	require.NoError(t, err)
 
 	advisory := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + natsx.StreamOrder + ".hung"
-	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "hung", MaxDeliver: 1, AckWait: time.Second},
+	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "hung", MaxDeliver: 1, OutageMaxDeliver: 1, AckWait: time.Second},
 		func(ctx context.Context, msg jetstream.Msg) error {
 			// Hang past AckWait, until the server has given up on the message.
 			for {

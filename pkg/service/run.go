@@ -261,7 +261,7 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		if c.Spec.Workers == 0 {
 			c.Spec.Workers = spec.Base.ConsumerWorkers
 		}
-		stop, err := natsx.Consume(bg, js, c.Spec, c.Handle, log)
+		stop, err := natsx.Consume(bg, js, c.Spec, outageAware(c.Handle), log)
 		if err != nil {
 			for _, s := range stops {
 				s()
@@ -303,6 +303,19 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		log.Warn("nats drain", "err", err)
 	}
 	return runErr
+}
+
+// outageAware marks h's errors that say the database could not be used (postgres.IsUnavailable)
+// natsx.Unavailable: such a message is retried for as long as the outage lasts, within
+// natsx.DefaultOutageMaxDeliver, instead of being dead-lettered after MaxDeliver.
+func outageAware(h natsx.Handler) natsx.Handler {
+	return func(ctx context.Context, msg jetstream.Msg) error {
+		err := h(ctx, msg)
+		if err != nil && !natsx.IsPermanent(err) && postgres.IsUnavailable(err) {
+			return natsx.Unavailable(err)
+		}
+		return err
+	}
 }
 
 // Ready reports whether the database and NATS answer: the body of /readyz.

@@ -3,10 +3,17 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/natsx"
 )
 
 // env and version need no database, no NATS and no valid configuration: a deployment check
@@ -37,4 +44,33 @@ func TestEnvAndVersionNeedNothingRunning(t *testing.T) {
 
 	err := Main(context.Background(), []string{"frobnicate"}, &out, spec)
 	assert.ErrorContains(t, err, "HTTP_ADDR is empty", "every other command validates first")
+}
+
+// A consumer whose database is down waits the outage out; its other errors keep their budget.
+func TestOutageAwareMarksOnlyDatabaseOutages(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, refused := pgx.Connect(ctx, "postgres://postgres@"+down+"/postgres?connect_timeout=2")
+	require.Error(t, refused)
+
+	for _, tc := range []struct {
+		name              string
+		err               error
+		unavailable, perm bool
+	}{
+		{"database refused", fmt.Errorf("lock order: %w", refused), true, false},
+		{"a handler error", errors.New("stock service answered 500"), false, false},
+		{"poison stays poison", natsx.Permanent(fmt.Errorf("decode: %w", refused)), false, true},
+		{"done", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := outageAware(func(context.Context, jetstream.Msg) error { return tc.err })(ctx, nil)
+			assert.Equal(t, tc.unavailable, natsx.IsUnavailable(got), "%v", got)
+			assert.Equal(t, tc.perm, natsx.IsPermanent(got), "%v", got)
+			assert.ErrorIs(t, got, tc.err)
+		})
+	}
 }
