@@ -159,7 +159,10 @@ func readNATSPasswords(o Options) (map[string]string, error) {
 }
 
 // writeNATSConfig writes RunDir/nats/nats.conf: the server listens on 127.0.0.1:port only,
-// runs JetStream in RunDir/nats and knows the users of natsx.AuthorizationConfig.
+// runs JetStream in RunDir/nats and knows the users of natsx.AuthorizationConfig. With one
+// replica, a message acknowledged to the relay must be on disk before the ack (sync_interval:
+// always; the default syncs every 2 minutes, and an OS crash would lose what the outbox already
+// marked published: review F6).
 func writeNATSConfig(o Options, port int, passwords map[string]string) (string, error) {
 	auth, err := natsx.AuthorizationConfig(passwords)
 	if err != nil {
@@ -168,7 +171,7 @@ func writeNATSConfig(o Options, port int, passwords map[string]string) (string, 
 	var b bytes.Buffer
 	b.WriteString("# Written by tools/launcher on every up from pkg/natsx/permissions.go; edits are lost.\n")
 	fmt.Fprintf(&b, "server_name: %s\nlisten: %s\n", natsx.ConfString("stockflow"), natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", port)))
-	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n}\n", natsx.ConfString(o.natsDir()))
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n  sync_interval: always\n}\n", natsx.ConfString(o.natsDir()))
 	b.WriteString(auth)
 	if err := os.MkdirAll(o.natsDir(), 0o700); err != nil {
 		return "", err
