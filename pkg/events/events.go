@@ -2,8 +2,10 @@
 // boundary, one file per event. Start reading here: it lists every message in the system.
 //
 // Every message body is an Envelope whose Data holds the event. SchemaVersion is the major
-// version of the contract; within a version, changes are additive only (new optional fields),
-// and the fixtures in testdata/ must keep decoding — a test fails CI otherwise.
+// version of the contract; within a version, changes are additive only (new optional fields,
+// new events), so services built from different releases of this package work together in
+// either order. ContractVersion names the release; testdata/v<release>/ holds, for every
+// event, the body that release writes, and the tests hold today's code to every folder.
 package events
 
 import (
@@ -18,6 +20,22 @@ import (
 
 // SchemaVersion is the contract version this build writes and the highest it reads.
 const SchemaVersion = 1
+
+// ContractVersion is the release of the contract this build writes, "<major>.<minor>": the
+// major is SchemaVersion, the minor counts additive changes within it.
+//
+// The rule, held by the tests in contract_test.go:
+//   - A change that adds a field or an event bumps the minor and adds testdata/v<new>/ with
+//     one fixture per event exactly as this build writes it; an existing folder is never
+//     edited, it is what services of that release write and read in production.
+//   - Every folder's fixtures must decode with today's code and keep every field they carry
+//     (a consumer released after the producer), and today's encoding of every event must
+//     still carry every field of every folder with the same JSON type (a consumer released
+//     before the producer, which reads by the older rules).
+//   - Renaming, removing or retyping a field, or making an optional field required, is a new
+//     major: SchemaVersion 2, published beside version 1 (or on a new subject) until no
+//     consumer of version 1 runs; only then are the v1.* folders removed.
+const ContractVersion = "1.0"
 
 // Event is implemented by every payload type in this package.
 type Event interface {

@@ -26,8 +26,9 @@ func as[T events.Event](decode func([]byte) (events.Envelope, T, error)) decoder
 
 var deadline = time.Date(2026, 3, 1, 10, 45, 30, 0, time.UTC)
 
-// contract pins every event to its fixture in testdata/<subject>.json: the fixture must keep
-// decoding to exactly this value for as long as SchemaVersion is 1.
+// contract pins every event to its fixture of the current release,
+// testdata/v<ContractVersion>/<subject>.json: the fixture decodes to exactly this value. Older
+// releases' fixtures are held to it in contract_test.go.
 var contract = []struct {
 	decode decoder
 	want   events.Event
@@ -62,8 +63,8 @@ var contract = []struct {
 
 func fixture(t *testing.T, subject string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", subject+".json"))
-	require.NoError(t, err, "every event needs a fixture testdata/%s.json", subject)
+	b, err := os.ReadFile(filepath.Join(currentRelease, subject+".json"))
+	require.NoError(t, err, "every event needs a fixture %s/%s.json", currentRelease, subject)
 	return b
 }
 
@@ -82,7 +83,7 @@ func TestFixturesDecode(t *testing.T) {
 }
 
 func TestEveryFixtureBelongsToAnEvent(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	files, err := filepath.Glob(filepath.Join(currentRelease, "*.json"))
 	require.NoError(t, err)
 	known := map[string]bool{}
 	for _, c := range contract {
