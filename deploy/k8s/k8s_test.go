@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/deploy/k8s"
@@ -90,5 +91,19 @@ func TestOverlays(t *testing.T) {
 				t.Errorf("%s: %d problems:\n%s", dir, len(probs), k8s.Problems(probs))
 			}
 		})
+	}
+}
+
+// TestServiceEnv holds the listing to each service's config: the shared settings and one of
+// the service's own.
+func TestServiceEnv(t *testing.T) {
+	env, err := serviceEnv()
+	require.NoError(t, err)
+	own := map[string]string{"order": "ORDER_STOCK_URL", "stock": "STOCK_ORDER_URL", "payment-adapter": "PAYMENT_SANDBOX_SECRET", "timeout": "TIMEOUT_SWEEP_INTERVAL"}
+	for svc, name := range own {
+		require.Contains(t, env, svc)
+		for _, v := range []string{"HTTP_ADDR", "DATABASE_URL", "NATS_URL", name} {
+			assert.Contains(t, env[svc], v, svc)
+		}
 	}
 }

@@ -51,7 +51,11 @@ func (p *policy) report(o decoded, c Check, format string, args ...any) {
 
 func (p *policy) check() []Problem {
 	ran := map[string]bool{}
+	undecoded := false // a Deployment the schema check could not decode may run any service
 	for _, o := range p.objs {
+		if o.typed == nil && o.GVK.Group == "apps" && o.GVK.Kind == "Deployment" {
+			undecoded = true
+		}
 		switch t := o.typed.(type) {
 		case *appsv1.Deployment:
 			p.podSpec(o, &t.Spec.Template, true, ran)
@@ -71,7 +75,7 @@ func (p *policy) check() []Problem {
 		}
 	}
 	for _, svc := range sortedKeys(p.v.Env) {
-		if !ran[svc] {
+		if !ran[svc] && !undecoded {
 			p.probs = append(p.probs, Problem{Check: CheckEnv, Kind: "Deployment", Name: svc,
 				Detail: fmt.Sprintf("no Deployment runs service %s (no container image named …/%s:<tag>)", svc, svc)})
 		}
