@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Services are the stockflow services, each built from services/<svc>/cmd/<svc>.
@@ -16,19 +18,26 @@ var Services = []string{"order", "stock", "payment-adapter", "timeout"}
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ServiceEnv builds each service's binary into binDir (one go build from repoRoot, the
-// go.work root) and runs `<svc> env` with environment environ, which prints the variables
-// the service's config reads, one a line: the name, then optional tab-separated columns,
-// which are ignored.
+// ServiceEnv builds each service's binary into binDir and runs `<svc> env` with environment
+// environ, which prints the variables the service's config reads, one a line: the name, then
+// optional tab-separated columns, which are ignored. Each service is built in its own module
+// directory (services/<svc> under repoRoot), so the build follows the caller's GOWORK: the
+// workspace, or with GOWORK=off the service's own go.mod.
 func ServiceEnv(ctx context.Context, repoRoot, binDir string, environ []string, services ...string) (map[string][]string, error) {
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
-	for _, s := range services {
-		args = append(args, "./services/"+s+"/cmd/"+s)
+	errs := make([]error, len(services))
+	var wg sync.WaitGroup
+	for i, s := range services {
+		wg.Go(func() {
+			build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, s), "./cmd/"+s)
+			build.Dir = filepath.Join(repoRoot, "services", s)
+			if out, err := build.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("build %s: %w\n%s", s, err, out)
+			}
+		})
 	}
-	build := exec.CommandContext(ctx, "go", args...)
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build services: %w\n%s", err, out)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	env := map[string][]string{}
 	for _, s := range services {
