@@ -67,10 +67,9 @@ var serviceEnv = sync.OnceValues(func() (map[string][]string, error) {
 	return k8s.ServiceEnv(context.Background(), root, bin, envEnviron, k8s.Services...)
 })
 
-// envEnviron is the environment `<svc> env` runs with. The listing does not depend on it,
-// but payment-adapter validates its config before it looks at the subcommand and refuses to
-// start without PAYMENT_SANDBOX_SECRET, so `payment-adapter env` needs a placeholder.
-var envEnviron = []string{"PAYMENT_SANDBOX_SECRET=placeholder-for-env-listing"}
+// envEnviron is the environment `<svc> env` runs with: none, as a deployment check has (env
+// needs no valid configuration).
+var envEnviron = []string{}
 
 // externalSecrets are the Secrets deploy/k8s/README.md ("Before the first apply") says are
 // created out of band, with their keys; the dev overlay generates the first two.

@@ -70,19 +70,24 @@ type Spec struct {
 	Commands map[string]func(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error
 }
 
+// Describes reports whether args ask only what the binary is (version, --version, env): a
+// service's main runs those even when its configuration is invalid, so a deployment check can
+// list a service's variables without providing them.
+func Describes(args []string) bool {
+	return len(args) > 0 && (args[0] == "version" || args[0] == "--version" || args[0] == "env")
+}
+
 // Main runs the subcommand in args: serve (the default), migrate, reconcile <job|all>
 // [--repair] (print the JSON report of each run; exit 1 when a run fails), one of
 // spec.Commands, version (or --version: the build, buildinfo) or env (every environment
 // variable the service reads, with its default; what a deployment must provide a source for).
 func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "version", "--version":
-			_, err := fmt.Fprintln(stdout, spec.Name, buildinfo.Get())
-			return err
-		case "env":
+	if Describes(args) {
+		if args[0] == "env" {
 			return writeEnv(stdout, spec.Config)
 		}
+		_, err := fmt.Fprintln(stdout, spec.Name, buildinfo.Get())
+		return err
 	}
 	// JSON lines; those logged with a request's or a message's context carry its trace_id and
 	// span_id (telemetry.LogHandler).
