@@ -118,3 +118,28 @@ func TestUpRefusesAnOpenNATSFromAnEarlierUp(t *testing.T) {
 	_, err = ensureNATS(ctx, o)
 	assert.ErrorContains(t, err, "runs without authentication")
 }
+
+// The deployment's NATS users (deploy/k8s/base/nats/auth.conf) are pkg/natsx's, with each
+// password a $<USER>_PASSWORD variable from the Secret: a change to permissions.go that the
+// manifests miss fails here.
+func TestDeploymentAuthConfIsCurrent(t *testing.T) {
+	placeholders := map[string]string{}
+	for _, u := range natsx.Users() {
+		placeholders[u] = "placeholder-" + u
+	}
+	want, err := natsx.AuthorizationConfig(placeholders)
+	require.NoError(t, err)
+	for _, u := range natsx.Users() {
+		variable := "$" + strings.ToUpper(strings.ReplaceAll(u, "-", "_")) + "_PASSWORD"
+		want = strings.ReplaceAll(want, natsx.ConfString("placeholder-"+u), variable)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "k8s", "base", "nats", "auth.conf"))
+	require.NoError(t, err)
+	var got []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			got = append(got, line)
+		}
+	}
+	assert.Equal(t, want, strings.Join(got, "\n"), "regenerate deploy/k8s/base/nats/auth.conf from natsx.AuthorizationConfig")
+}
