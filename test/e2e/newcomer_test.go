@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -120,6 +121,16 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	_, s = c.call("GET", stock+"/v1/skus/"+sku, nil, map[string]string{"Authorization": ops})
 	assert.Equal(t, 2.0, s["sold"], "%v", s)
 	assert.Regexp(t, `stock +running \(pid \d+\), 1 restarts, last exit signal: killed`, makeIn("status"))
+	// Which code runs: the launcher stamps the checkout's commit into every binary.
+	head, err := exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	resp, err := http.Get(stock + "/healthz")
+	require.NoError(t, err)
+	var health struct{ Status, Version, Commit string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&health))
+	_ = resp.Body.Close()
+	assert.Equal(t, "dev", health.Version)
+	assert.True(t, strings.HasPrefix(health.Commit, strings.TrimSpace(string(head))), "healthz commit %q, checkout %s", health.Commit, head)
 	restarted := readPids(t, clone)
 	assert.NotEqual(t, pids["stock"], restarted["stock"], "a new stock process")
 	pids["stock (restarted)"] = restarted["stock"]

@@ -132,15 +132,40 @@ func Build(ctx context.Context, o Options, services ...string) error {
 	return build(ctx, o, pkgs...)
 }
 
-// build compiles the main packages pkgs (relative to Root) into RunDir/bin.
+// build compiles the main packages pkgs (relative to Root) into RunDir/bin, stamped with the
+// checkout's commit (workspace builds get no VCS stamp of their own), so /healthz and
+// --version say which code runs.
 func build(ctx context.Context, o Options, pkgs ...string) error {
 	o.Log("building %s", strings.Join(pkgs, ", "))
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", o.path("bin") + string(os.PathSeparator)}, pkgs...)...)
+	args := []string{"build", "-o", o.path("bin") + string(os.PathSeparator)}
+	if commit := checkoutCommit(ctx, o.Root); commit != "" {
+		args = append(args, "-ldflags", "-X github.com/stockflow/stockflow/pkg/buildinfo.commit="+commit)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
 	cmd.Dir = o.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// checkoutCommit is root's HEAD commit, with "+dirty" when the tree has changes; "" outside a
+// git checkout.
+func checkoutCommit(ctx context.Context, root string) string {
+	git := func(args ...string) string {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	commit := git("rev-parse", "HEAD")
+	if commit != "" && git("status", "--porcelain", "--untracked-files=no") != "" {
+		commit += "+dirty"
+	}
+	return commit
 }
 
 func freePort() (int, error) {
