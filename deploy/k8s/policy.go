@@ -204,23 +204,22 @@ func (p *policy) env(o decoded, c *corev1.Container, what, svc string, vars []st
 			have[e.Name] = true
 			continue
 		}
+		var kind, name, key string
+		var optional *bool
 		switch ref := e.ValueFrom; {
 		case ref.ConfigMapKeyRef != nil:
-			keys, found := p.keys("ConfigMap", o.Namespace, ref.ConfigMapKeyRef.Name)
-			if slices.Contains(keys, ref.ConfigMapKeyRef.Key) {
-				have[e.Name] = true
-			} else if !isOptional(ref.ConfigMapKeyRef.Optional) {
-				p.report(o, CheckEnv, "%s: %s reads key %q of ConfigMap %s, %s", what, e.Name, ref.ConfigMapKeyRef.Key, ref.ConfigMapKeyRef.Name, missing(found))
-			}
+			kind, name, key, optional = "ConfigMap", ref.ConfigMapKeyRef.Name, ref.ConfigMapKeyRef.Key, ref.ConfigMapKeyRef.Optional
 		case ref.SecretKeyRef != nil:
-			keys, found := p.keys("Secret", o.Namespace, ref.SecretKeyRef.Name)
-			if slices.Contains(keys, ref.SecretKeyRef.Key) {
-				have[e.Name] = true
-			} else if !isOptional(ref.SecretKeyRef.Optional) {
-				p.report(o, CheckEnv, "%s: %s reads key %q of Secret %s, %s", what, e.Name, ref.SecretKeyRef.Key, ref.SecretKeyRef.Name, missing(found))
-			}
+			kind, name, key, optional = "Secret", ref.SecretKeyRef.Name, ref.SecretKeyRef.Key, ref.SecretKeyRef.Optional
 		default: // fieldRef, resourceFieldRef, fileKeyRef: filled by the kubelet
 			have[e.Name] = true
+			continue
+		}
+		keys, found := p.keys(kind, o.Namespace, name)
+		if slices.Contains(keys, key) {
+			have[e.Name] = true
+		} else if !isOptional(optional) {
+			p.report(o, CheckEnv, "%s: %s reads key %q of %s %s, %s", what, e.Name, key, kind, name, missing(found))
 		}
 	}
 	for _, ef := range c.EnvFrom {

@@ -53,7 +53,9 @@ func TestApplyStreamsReplicatesEveryStreamAndStartingNeverShrinksThem(t *testing
 		assert.Contains(t, d, "replicas (3, configured 1)")
 	}
 
-	require.NoError(t, natsx.CreateStreams(ctx, js, 1), "a service started with NATS_STREAM_REPLICAS=1")
+	drifts, err = natsx.CreateStreams(ctx, js, 1)
+	require.NoError(t, err, "a service started with NATS_STREAM_REPLICAS=1")
+	assert.Len(t, drifts, len(natsx.StreamConfigs(1)), "it reports the replicas it did not change")
 	drifts, err = natsx.CheckStreams(ctx, js, 3)
 	require.NoError(t, err)
 	assert.Empty(t, drifts, "CreateStreams changed no existing stream")

@@ -104,17 +104,18 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, replicas int) err
 	return nil
 }
 
-// CreateStreams creates the streams of StreamConfigs(replicas) that are missing and leaves the
-// existing ones as they are, whatever their configuration: a starting process must never shrink
-// a cluster's replicas or reset what an operator changed (CheckStreams reports the difference).
-func CreateStreams(ctx context.Context, js jetstream.JetStream, replicas int) error {
+// CreateStreams creates the streams of StreamConfigs(replicas) that are missing, leaves the
+// existing ones as they are, whatever their configuration (a starting process must never
+// shrink a cluster's replicas or reset what an operator changed), and returns what
+// CheckStreams then finds.
+func CreateStreams(ctx context.Context, js jetstream.JetStream, replicas int) ([]string, error) {
 	for _, cfg := range StreamConfigs(replicas) {
 		_, err := js.CreateStream(ctx, cfg)
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+			return nil, fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
-	return nil
+	return CheckStreams(ctx, js, replicas)
 }
 
 // ErrStreamsNotReady is wrapped by CheckStreams when a stream is missing or differs from
@@ -196,9 +197,7 @@ func drift(want, got jetstream.StreamConfig) (blocking, other []string) {
 // Neither ever changes an existing stream.
 func PrepareStreams(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int) ([]string, error) {
 	if !nc.AuthRequired() {
-		if err := CreateStreams(ctx, js, replicas); err != nil {
-			return nil, err
-		}
+		return CreateStreams(ctx, js, replicas)
 	}
 	return CheckStreams(ctx, js, replicas)
 }

@@ -203,6 +203,13 @@ func (s *System) reserve(svc string) error {
 	return nil
 }
 
+// port is the port of svc's reserved URL.
+func (s *System) port(svc string) int {
+	u := s.URLs[svc]
+	port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
+	return port
+}
+
 // peerURLs is the environment naming the other services a service calls (reconcile jobs).
 var peerURLs = map[string][]struct{ env, peer string }{
 	"stock":           {{"STOCK_ORDER_URL", "order"}},
@@ -221,9 +228,7 @@ func (s *System) Start(ctx context.Context, svc string) error {
 			return err
 		}
 	}
-	u := s.URLs[svc]
-	port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", s.port(svc))
 	if err := portFree(addr, 5*time.Second); err != nil { // a killed process may hold it a moment
 		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
 	}

@@ -209,14 +209,14 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := natsx.CreateStreams(ctx, js, localReplicas); err != nil {
-		return fmt.Errorf("nats streams (the NATS URL's user must be allowed to manage them): %w", err)
-	}
-	drifts, err := natsx.CheckStreams(ctx, js, localReplicas)
+	drifts, err := natsx.CreateStreams(ctx, js, localReplicas)
 	for _, d := range drifts {
 		o.Log("nats: stream %s (left as it is; `go run ./tools/cmd/stockflow streams apply` changes it)", d)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("nats streams (the NATS URL's user must be allowed to manage them): %w", err)
+	}
+	return nil
 }
 
 // localReplicas is the stream replicas of the launcher's single nats-server.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"strconv"
@@ -54,13 +55,12 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 		return nil, err
 	}
 	// The supervisor must start the services on the ports the caller waits on.
+	s.opts.Ports = maps.Clone(s.opts.Ports)
 	for _, svc := range Services {
 		if err := s.reserve(svc); err != nil {
 			return nil, err
 		}
-		port, _ := strconv.Atoi(s.URLs[svc][len("http://127.0.0.1:"):])
-		s.opts.Ports = clonePorts(s.opts.Ports)
-		s.opts.Ports[svc] = port
+		s.opts.Ports[svc] = s.port(svc)
 	}
 	optsFile := o.path("supervisor.options.json")
 	b, err := json.Marshal(s.opts)
@@ -93,14 +93,6 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 		}
 	}
 	return s, nil
-}
-
-func clonePorts(m map[string]int) map[string]int {
-	c := make(map[string]int, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // Supervise is the supervisor process: it reads the Options UpSupervised wrote, starts the

@@ -213,19 +213,13 @@ func (c *Cluster) MoveStreamLeader(stream string, i int) {
 func (c *Cluster) start(i int) {
 	c.t.Helper()
 	n := c.nodes[i]
-	opts := &server.Options{
+	c.servers[i] = serve(c.t, &server.Options{
 		ServerName: n.name,
 		Host:       "127.0.0.1",
 		Port:       n.clientPort,
-		NoLog:      true,
-		NoSigs:     true,
-		JetStream:  true,
 		StoreDir:   n.storeDir,
 		// sync_interval: always, as every configuration the project ships sets it.
 		SyncAlways: true,
-		// Keep the footprint small: tests run several servers side by side on 2 cores.
-		JetStreamMaxMemory: 64 << 20,
-		JetStreamMaxStore:  1 << 30,
 		Cluster: server.ClusterOpts{
 			Name: "natstest", Host: "127.0.0.1", Port: n.clusterPort,
 			// A node told of a new peer dials the address the peer advertises unless it has a
@@ -234,17 +228,7 @@ func (c *Cluster) start(i int) {
 			Advertise: c.sink,
 		},
 		Routes: server.RoutesFromStr(strings.Join(n.routes, ",")),
-	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		c.t.Fatalf("natstest: create node %d: %v", i, err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		c.t.Fatalf("natstest: node %d not ready within 10s", i)
-	}
-	c.servers[i] = s
+	})
 }
 
 // waitHealthy waits until a meta leader knows every node and every running node is healthy.

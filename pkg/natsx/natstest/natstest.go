@@ -19,27 +19,36 @@ func Start(t testing.TB) string {
 	return run(t, &server.Options{ServerName: "natstest"})
 }
 
-// run completes opts with what every test server shares — a random local port, JetStream
-// under t.TempDir(), no logs or signals, a small footprint — and runs it until the test ends.
+// run completes opts with a random local port and JetStream under t.TempDir(), and runs it
+// until the test ends.
 func run(t testing.TB, opts *server.Options) string {
 	t.Helper()
 	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-	opts.JetStream, opts.StoreDir = true, t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	// Keep the footprint small: tests run several servers side by side on 2 cores.
-	opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: create server: %v", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatalf("natstest: server not ready within 10s")
-	}
+	opts.StoreDir = t.TempDir()
+	srv := serve(t, opts)
 	t.Cleanup(func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	})
 	return srv.ClientURL()
+}
+
+// serve completes opts with what every test server shares (JetStream, no logs or signals, a
+// small footprint), starts it and waits until it accepts connections.
+func serve(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.JetStream = true
+	opts.NoLog, opts.NoSigs = true, true
+	// Keep the footprint small: tests run several servers side by side on 2 cores.
+	opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("natstest: create server %s: %v", opts.ServerName, err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		t.Fatalf("natstest: server %s not ready within 10s", opts.ServerName)
+	}
+	return srv
 }
