@@ -365,6 +365,7 @@ func TestWorkersHandleMessagesConcurrentlyEachOnce(t *testing.T) {
 	var inFlight, peak, handled atomic.Int32
 	seen := sync.Map{}
 	release := make(chan struct{})
+	var releaseOnce sync.Once // after the release, Workers handlers may be in flight at once again
 	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "workers", Workers: workers},
 		func(_ context.Context, m jetstream.Msg) error {
 			n := inFlight.Add(1)
@@ -372,7 +373,7 @@ func TestWorkersHandleMessagesConcurrentlyEachOnce(t *testing.T) {
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
 			if n == workers {
-				close(release) // all workers are busy at once: let everyone go
+				releaseOnce.Do(func() { close(release) }) // all workers are busy at once: let everyone go
 			}
 			select {
 			case <-release:
