@@ -25,9 +25,9 @@ type flakyRefunds struct {
 	down bool
 }
 
-func (f *flakyRefunds) Refund(ctx context.Context, r payment.RefundRequest) (string, error) {
+func (f *flakyRefunds) Refund(ctx context.Context, r payment.RefundRequest) (payment.RefundResult, error) {
 	if f.down {
-		return "", errors.New("refund API unavailable")
+		return payment.RefundResult{}, errors.New("refund API unavailable")
 	}
 	return f.Provider.Refund(ctx, r)
 }

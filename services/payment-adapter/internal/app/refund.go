@@ -103,13 +103,14 @@ func (s *Service) payBack(ctx context.Context, p *payment.Payment, reason string
 	// One refund per payment, so the refund id derives from the payment id: a retry after
 	// a crash asks the provider for the same refund again, never for a second one.
 	refundID := "refund-" + p.ID()
-	providerRefundID, err := rf.Refund(ctx, payment.RefundRequest{
-		RefundID: refundID, PaymentID: p.ID(), ProviderTxnID: p.ProviderTxnID(), Amount: p.Amount(), Currency: p.Currency(),
+	res, err := rf.Refund(ctx, payment.RefundRequest{
+		RefundID: refundID, PaymentID: p.ID(), OrderID: p.OrderID(), ProviderTxnID: p.ProviderTxnID(),
+		Amount: p.Amount(), Currency: p.Currency(), Reason: reason,
 	})
 	if err != nil {
 		return false, fmt.Errorf("provider %s refund: %w", p.Provider(), err)
 	}
-	return p.MarkRefunded(payment.Refund{ID: refundID, ProviderRefundID: providerRefundID, Reason: reason, At: s.now()})
+	return p.MarkRefunded(payment.Refund{ID: refundID, ProviderRefundID: res.ProviderRefundID, Reason: reason, At: s.now()})
 }
 
 // refundMismatch pays back a payment the provider captured for the wrong amount or currency

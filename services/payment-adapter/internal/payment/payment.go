@@ -27,6 +27,11 @@ var (
 	ErrNotFound = errors.New("payment not found")
 	// ErrNotRefundable: the payment did not succeed, so there is no money to give back.
 	ErrNotRefundable = errors.New("payment not refundable")
+	// ErrIgnoredNotification: an authentic notification of a kind the adapter does not act
+	// on; acknowledged, nothing stored.
+	ErrIgnoredNotification = errors.New("notification ignored")
+	// ErrProviderRefused: the provider answered that a request can never succeed.
+	ErrProviderRefused = errors.New("provider refused")
 )
 
 // Failure reasons of a failed payment.
@@ -91,7 +96,19 @@ type Notification struct {
 	Amount        int64  // minor units
 	Currency      string // ISO 4217
 	Outcome       Outcome
-	Reason        string // the provider's failure reason, if it gives one
+	Reason        string    // the provider's failure reason, if it gives one
+	PaidAt        time.Time // when the provider says it was paid; zero when it does not say
+	// Refund, when set, makes this a refund's confirmation rather than a payment's outcome:
+	// the provider reports where the refund of the payment ProviderTxnID stands. OrderID,
+	// Amount, Currency and Outcome may then be unset (Validate does not require them).
+	Refund *RefundNotice
+}
+
+// RefundNotice is a provider's notification about one refund of a payment.
+type RefundNotice struct {
+	RefundID         string // ours, when the provider echoes it (WeChat out_refund_no, Alipay out_biz_no, Stripe metadata refund_id)
+	ProviderRefundID string
+	Status           RefundStatus
 }
 
 var (
@@ -108,6 +125,18 @@ func (n Notification) Validate() error {
 	}
 	if !idRE.MatchString(n.ProviderTxnID) {
 		errs = append(errs, fmt.Errorf("provider_txn_id %q must be 1-128 of [A-Za-z0-9_:-]", n.ProviderTxnID))
+	}
+	if r := n.Refund; r != nil {
+		if r.ProviderRefundID == "" && r.RefundID == "" {
+			errs = append(errs, errors.New("refund notice without a refund id"))
+		}
+		if r.Status != RefundPending && r.Status != RefundSucceeded && r.Status != RefundFailed {
+			errs = append(errs, errors.New("refund notice without a status"))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformedNotification, err)
+		}
+		return nil
 	}
 	if !idRE.MatchString(n.OrderID) {
 		errs = append(errs, fmt.Errorf("order_id %q must be 1-128 of [A-Za-z0-9_:-]", n.OrderID))

@@ -8,40 +8,87 @@ import (
 )
 
 // Provider is one payment provider's notification scheme. Implementations live in
-// internal/provider/<name>; the sandbox is the first, Stripe (Stripe-Signature, HMAC over
-// "t.body"), WeChat Pay v3 (RSA/SHA256 over timestamp, nonce and body, AES-GCM resource) and
-// Alipay (RSA2 over the sorted form) plug in the same way.
+// internal/provider/<name>: sandbox (local runs and demos), stripe, wechatpay (API v3) and
+// alipay.
 type Provider interface {
 	// Name is the provider's path segment in POST /v1/callbacks/{provider}.
 	Name() string
 	// Verify authenticates a notification from its request headers h and its raw body (the
 	// bytes as received: signatures are over them, not over a re-encoding) and returns it. It
 	// returns an error wrapping ErrInvalidSignature when the request is not provably from the
-	// provider — checked before the body is interpreted at all — and one wrapping
-	// ErrMalformedNotification when it is authentic but not understood. The returned
-	// Notification has Provider set to Name() and passes Validate.
+	// provider — checked before the body is interpreted at all, and including a timestamp
+	// outside the provider's tolerance — and one wrapping ErrMalformedNotification when it is
+	// authentic but not understood. An authentic notification of a kind the adapter does not
+	// act on (another Stripe event type, a WeChat event type it does not know) returns an
+	// error wrapping ErrIgnoredNotification: it is acknowledged with a 2xx and stores nothing.
+	// The returned Notification has Provider set to Name() and passes Validate.
 	Verify(h http.Header, body []byte) (Notification, error)
+}
+
+// Replier is implemented by providers that expect a particular answer to a callback (WeChat
+// Pay: an empty 200/204, or {"code":"FAIL","message":…} with a 4xx/5xx; Alipay: the text
+// "success", or "fail"). status is the HTTP status the adapter answers with (2xx when the
+// notification was taken, or was a duplicate or ignored); err is nil then. Providers without
+// it get the adapter's JSON.
+type Replier interface {
+	Reply(status int, err error) (contentType string, body []byte)
 }
 
 // RefundRequest asks a provider to pay a payment back in full.
 type RefundRequest struct {
 	RefundID      string // our id; the provider's idempotency key (Stripe Idempotency-Key, WeChat out_refund_no, Alipay out_request_no)
 	PaymentID     string
+	OrderID       string // our order id: the out_trade_no the payment was made under (WeChat, Alipay)
 	ProviderTxnID string
-	Amount        int64
-	Currency      string
+	Amount        int64  // minor units: the whole payment
+	Currency      string // ISO 4217
+	Reason        string
 }
 
-// Refunder is implemented by providers that can refund. Refund returns the provider's refund
-// id once the provider has accepted the refund; calling it again with the same RefundID must
-// not refund twice.
+// RefundStatus is where a provider says a refund stands.
+type RefundStatus struct{ name string }
+
+// Refund statuses a provider reports. Pending: accepted, the money is not back yet (WeChat
+// PROCESSING, Stripe pending); the confirmation comes by notification or query. Succeeded:
+// the money is back. Failed: the provider will not pay it back (WeChat ABNORMAL/CLOSED,
+// Stripe failed/canceled) — for a human.
+var (
+	RefundPending   = RefundStatus{"pending"}
+	RefundSucceeded = RefundStatus{"succeeded"}
+	RefundFailed    = RefundStatus{"failed"}
+)
+
+func (s RefundStatus) String() string { return s.name }
+
+// RefundResult is a provider's answer about one refund.
+type RefundResult struct {
+	ProviderRefundID string
+	Status           RefundStatus
+	Reason           string // the provider's words for a failed refund
+}
+
+// Refunder is implemented by providers that can refund. Refund asks for the refund of r and
+// returns where it stands; calling it again with the same RefundID must never refund twice
+// (the provider's idempotency key). QueryRefund asks where the refund r.RefundID stands; it
+// returns an error wrapping ErrNotFound when the provider has no such refund (it was never
+// requested, so requesting it is safe).
 //
-// Refund is called inside the transaction that marks the payment refunded, which is right for
-// the sandbox (instant, local). A networked provider needs the two-step flow instead — store
-// the refund as requested, call the provider outside the transaction with RefundID as its
-// idempotency key, complete on its answer or refund notification — which is not built yet.
+// Both are network calls to the provider: they are never made inside a database transaction.
+// Errors are transient unless they wrap ErrProviderRefused (the provider answered that the
+// request can never succeed: not refundable, wrong amount, unknown transaction).
 type Refunder interface {
-	Refund(ctx context.Context, r RefundRequest) (providerRefundID string, err error)
+	Refund(ctx context.Context, r RefundRequest) (RefundResult, error)
+	QueryRefund(ctx context.Context, r RefundRequest) (RefundResult, error)
+}
+
+// Querier is implemented by providers that can say, when asked, what became of an order's
+// payment — how a lost callback is found (WeChat: query by out_trade_no; Alipay:
+// alipay.trade.query; Stripe: a PaymentIntent search on metadata order_id). QueryPayment
+// returns the payment made for orderID as a Notification (built and validated as Verify
+// would), or an error wrapping ErrNotFound when the provider has no payment for it, or only
+// one still waiting for the buyer.
+type Querier interface {
+	QueryPayment(ctx context.Context, orderID string) (Notification, error)
 }
 
 // Registry holds the configured providers by name.

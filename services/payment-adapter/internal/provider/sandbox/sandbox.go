@@ -105,9 +105,15 @@ func (p *Provider) Verify(h http.Header, raw []byte) (payment.Notification, erro
 
 // Refund implements payment.Refunder: the sandbox refunds at once, and the same RefundID
 // always yields the same provider refund id.
-func (*Provider) Refund(_ context.Context, r payment.RefundRequest) (string, error) {
+func (*Provider) Refund(_ context.Context, r payment.RefundRequest) (payment.RefundResult, error) {
 	if r.RefundID == "" {
-		return "", errors.New("sandbox refund: empty refund id")
+		return payment.RefundResult{}, errors.New("sandbox refund: empty refund id")
 	}
-	return "sandbox-" + r.RefundID, nil
+	return payment.RefundResult{ProviderRefundID: "sandbox-" + r.RefundID, Status: payment.RefundSucceeded}, nil
+}
+
+// QueryRefund implements payment.Refunder: every sandbox refund succeeded the moment it was
+// asked for, so asking again is the same answer.
+func (p *Provider) QueryRefund(ctx context.Context, r payment.RefundRequest) (payment.RefundResult, error) {
+	return p.Refund(ctx, r)
 }
