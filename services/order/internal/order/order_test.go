@@ -173,6 +173,9 @@ var (
 	actRejected = action{"stock lock rejected", func(o *order.Order) (bool, error) { return o.StockLockRejected(at, "insufficient_stock") }}
 	actSold     = action{"stock sold", func(o *order.Order) (bool, error) { return o.StockSold(at, false) }}
 	actFailed   = action{"stock sell failed", func(o *order.Order) (bool, error) { return o.StockSellFailed(at, "p1", "released") }}
+	actFailedAP = action{"stock sell failed (already paid)", func(o *order.Order) (bool, error) {
+		return o.StockSellFailed(at, "p2", order.SellFailedAlreadyPaid)
+	}}
 	actTimeout  = action{"stock released (timeout)", func(o *order.Order) (bool, error) { return o.StockReleased(at, order.ReleaseTimeout) }}
 	actCancelRl = action{"stock released (cancel)", func(o *order.Order) (bool, error) { return o.StockReleased(at, order.ReleaseCancel) }}
 	actRefunded = action{"payment refunded", func(o *order.Order) (bool, error) { return o.PaymentRefunded(at, "p1") }}
@@ -198,11 +201,17 @@ func TestTransitionsFromEveryStatus(t *testing.T) {
 		{actShip, map[order.Status]outcome{Pd: {S, true}, S: {S, false}}},
 		{actLocked, map[order.Status]outcome{P: {A, true}, A: {A, false}}},
 		{actRejected, map[order.Status]outcome{P: {R, true}, R: {R, false}}},
-		{actSold, map[order.Status]outcome{P: {Pd, true}, A: {Pd, true}, C: {Pd, true}, X: {Pd, true}, Pd: {Pd, false}}},
+		// From refund_pending and refunded only for an order never sold before (inStatus's history
+		// has no sale): see TestSoldAfterARefundOfAnOrderSoldBeforeIsStale.
+		{actSold, map[order.Status]outcome{P: {Pd, true}, A: {Pd, true}, C: {Pd, true}, X: {Pd, true}, Pd: {Pd, false},
+			RP: {Pd, true}, Rf: {Pd, true}}},
 		{actFailed, map[order.Status]outcome{P: {RP, true}, A: {RP, true}, C: {RP, true}, X: {RP, true}, R: {RP, true},
 			Pd: {Pd, true}, S: {S, true}, RP: {RP, true}, Rf: {Rf, true}}},
 		{actTimeout, map[order.Status]outcome{P: {C, true}, A: {C, true}, C: {C, false}, X: {X, false}}},
 		{actCancelRl, map[order.Status]outcome{P: {X, true}, A: {X, true}, C: {C, false}, X: {X, false}}},
+		// Another payment sold the order: noted in every status, never a refund of the order.
+		{actFailedAP, map[order.Status]outcome{P: {P, true}, A: {A, true}, C: {C, true}, X: {X, true}, R: {R, true},
+			Pd: {Pd, true}, S: {S, true}, RP: {RP, true}, Rf: {Rf, true}}},
 		// A refund completes an unsold order (it may overtake stock.sell_failed) and is only
 		// noted on one that is or may be sold (an extra payment's refund).
 		{actRefunded, map[order.Status]outcome{RP: {Rf, true}, C: {Rf, true}, X: {Rf, true}, R: {Rf, true}, Rf: {Rf, false},
@@ -350,4 +359,106 @@ func TestRefundOvertakingSellFailureWhileUnresolvedEndsRefunded(t *testing.T) {
 	_, err = other.StockSellFailed(at, "pay-2", "insufficient_stock")
 	require.NoError(t, err)
 	assert.Equal(t, order.RefundPending, other.Status(), "no refund seen yet")
+}
+
+// TestSecondPaymentAlreadyPaidThenSoldEndsPaid is review F4's test: stock sold the order under
+// p1 and refused p2 with already_paid; the refusal reached the order first.
+func TestSecondPaymentAlreadyPaidThenSoldEndsPaid(t *testing.T) {
+	o := inStatus(t, order.AwaitingPayment)
+	changed, err := o.StockSellFailed(at, "p2", order.SellFailedAlreadyPaid)
+	require.NoError(t, err)
+	assert.True(t, changed, "noted")
+	assert.Equal(t, order.AwaitingPayment, o.Status())
+	changed, err = o.StockSold(at, false)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, order.Paid, o.Status())
+}
+
+// TestDoublePaymentEndsPaidInEveryArrivalOrder: a double payment's three outcomes — the sale of
+// the first payment (stock.sold), the refusal of the second (stock.sell_failed already_paid)
+// and the second's refund (payment.refunded) — reach the order in any order, each possibly
+// twice; the order ends paid, from awaiting_payment and from a closed or cancelled order that a
+// late payment re-sold.
+func TestDoublePaymentEndsPaidInEveryArrivalOrder(t *testing.T) {
+	outcomes := map[string]func(o *order.Order, relocked bool) (bool, error){
+		"sold": func(o *order.Order, relocked bool) (bool, error) { return o.StockSold(at, relocked) },
+		"sell_failed": func(o *order.Order, _ bool) (bool, error) {
+			return o.StockSellFailed(at, "p2", order.SellFailedAlreadyPaid)
+		},
+		"refunded": func(o *order.Order, _ bool) (bool, error) { return o.PaymentRefunded(at, "p2") },
+	}
+	orders := [][]string{
+		{"sold", "sell_failed", "refunded"}, {"sold", "refunded", "sell_failed"},
+		{"sell_failed", "sold", "refunded"}, {"sell_failed", "refunded", "sold"},
+		{"refunded", "sold", "sell_failed"}, {"refunded", "sell_failed", "sold"},
+	}
+	for _, from := range []order.Status{order.AwaitingPayment, order.Pending, order.Closed, order.Cancelled} {
+		for _, seq := range orders {
+			t.Run(from.String()+"/"+strings.Join(seq, ","), func(t *testing.T) {
+				o := inStatus(t, from)
+				relocked := from == order.Closed || from == order.Cancelled
+				for _, name := range seq {
+					_, err := outcomes[name](o, relocked)
+					require.NoError(t, err, name)
+					_, err = outcomes[name](o, relocked) // a redelivery, or the fact reported twice
+					require.NoError(t, err, name+" again")
+				}
+				assert.Equal(t, order.Paid, o.Status())
+				changed, err := o.Ship(at)
+				require.NoError(t, err)
+				assert.True(t, changed, "the sold order can ship")
+			})
+		}
+	}
+}
+
+// TestExtraPaymentRefundDoesNotCompleteARequestedRefund: the order was paid by p1, the buyer
+// asked for the refund, and the refund of the extra payment p2 arrives first: the order waits
+// for p1's.
+func TestExtraPaymentRefundDoesNotCompleteARequestedRefund(t *testing.T) {
+	o := inStatus(t, order.AwaitingPayment)
+	_, err := o.StockSold(at, false)
+	require.NoError(t, err)
+	_, err = o.StockSellFailed(at, "p2", order.SellFailedAlreadyPaid)
+	require.NoError(t, err)
+	_, err = o.RequestRefund(at, "buyer")
+	require.NoError(t, err)
+	_, err = o.PaymentRefunded(at, "p2")
+	require.NoError(t, err)
+	assert.Equal(t, order.RefundPending, o.Status())
+	_, err = o.PaymentRefunded(at, "p1")
+	require.NoError(t, err)
+	assert.Equal(t, order.Refunded, o.Status())
+}
+
+// TestSoldAfterARefundOfAnOrderSoldBeforeIsStale: an order paid, refunded on request, then a
+// redelivered stock.sold: refused, the order stays refunded.
+func TestSoldAfterARefundOfAnOrderSoldBeforeIsStale(t *testing.T) {
+	o := inStatus(t, order.AwaitingPayment)
+	_, err := o.StockSold(at, false)
+	require.NoError(t, err)
+	_, err = o.RequestRefund(at, "buyer")
+	require.NoError(t, err)
+	_, err = o.StockSold(at, false)
+	require.ErrorIs(t, err, order.ErrInvalidTransition, "from refund_pending")
+	_, err = o.PaymentRefunded(at, "p1")
+	require.NoError(t, err)
+	_, err = o.StockSold(at, false)
+	require.ErrorIs(t, err, order.ErrInvalidTransition, "from refunded")
+	assert.Equal(t, order.Refunded, o.Status())
+}
+
+// TestLateSaleAfterAnotherLatePaymentWasRefunded: a closed order, a late payment p1 that found
+// no stock and was refunded, then a late payment p3 that re-sold it: the order is paid.
+func TestLateSaleAfterAnotherLatePaymentWasRefunded(t *testing.T) {
+	o := inStatus(t, order.Closed)
+	_, err := o.StockSellFailed(at, "p1", "insufficient_stock")
+	require.NoError(t, err)
+	_, err = o.PaymentRefunded(at, "p1")
+	require.NoError(t, err)
+	require.Equal(t, order.Refunded, o.Status())
+	_, err = o.StockSold(at, true)
+	require.NoError(t, err)
+	assert.Equal(t, order.Paid, o.Status())
 }

@@ -93,9 +93,18 @@ func (o *Order) StockLockRejected(at time.Time, reason string) (changed bool, er
 
 // StockSold: the buyer paid and the locks became sold → paid. Allowed from awaiting_payment;
 // from pending (stock.sold overtook stock.locked); and from closed or cancelled, where a late
-// payment took the released stock again (relocked). A rejected order never held locks, so
-// stock cannot sell it; that, and any later status, is refused.
+// payment took the released stock again (relocked). Also from refund_pending and refunded
+// when the order was never sold: stock sells an order at most once, so this sale is real and
+// the refund was of other payments that failed to sell — an extra payment whose refund
+// overtook this report, or a late payment that found no stock before another re-sold the
+// order (review F4); the order must not end refunded while a payment is kept and its stock
+// sold. A rejected order never held locks, so stock cannot sell it; that, and any other
+// status, is refused — on an order that was sold before, a stock.sold is stale.
 func (o *Order) StockSold(at time.Time, relocked bool) (changed bool, err error) {
+	if o.status.in(RefundPending, Refunded) && !o.wasSold() {
+		o.record(Paid, at, "payment received, stock sold; the refunds were of other payments")
+		return true, nil
+	}
 	switch o.status {
 	case Pending, AwaitingPayment, Closed, Cancelled:
 		reason := "payment received, stock sold"
@@ -110,15 +119,35 @@ func (o *Order) StockSold(at time.Time, relocked bool) (changed bool, err error)
 	return false, o.refuse("sell")
 }
 
+// SellFailedAlreadyPaid is stock.sell_failed's reason for a payment that came after another
+// payment had sold the order (services/stock/internal/stock.SellFailedAlreadyPaid).
+const SellFailedAlreadyPaid = "already_paid"
+
 // StockSellFailed: a payment arrived that stock could not fulfil; the money must go back.
-// An order that had not been sold (pending, awaiting_payment, closed, cancelled, rejected)
-// moves to refund_pending. An order that is already paid, shipped or being refunded keeps
-// its status: the failed sale was a second payment of it, which payment-adapter refunds on
-// its own; the order only notes it.
+//
+// Reason SellFailedAlreadyPaid means another payment sold the order: this one is an extra
+// payment (a double submit), which payment-adapter refunds on its own. The order keeps its
+// status in every status and only notes it, so that the sale's stock.sold — which may arrive
+// before or after this report, and whose payment.refunded may arrive before either — moves
+// it to paid, and the extra payment's refund never completes it (PaymentRefunded). A repeat
+// of the note changes nothing.
+//
+// Any other reason: an order that had not been sold (pending, awaiting_payment, closed,
+// cancelled, rejected) moves to refund_pending, or straight to refunded when this payment's
+// payment.refunded overtook the report. An order that is already paid, shipped or being
+// refunded keeps its status: the failed sale was a second payment of it, which
+// payment-adapter refunds on its own; the order only notes it.
 func (o *Order) StockSellFailed(at time.Time, paymentID, reason string) (changed bool, err error) {
 	what := "payment could not be fulfilled"
 	if paymentID != "" {
 		what = fmt.Sprintf("payment %s could not be fulfilled", paymentID)
+	}
+	if reason == SellFailedAlreadyPaid {
+		if o.extraPayment(paymentID) {
+			return false, nil
+		}
+		o.record(o.status, at, withReason(extraPaymentReason(paymentID), reason))
+		return true, nil
 	}
 	switch o.status {
 	case Pending, AwaitingPayment, Closed, Cancelled, Rejected:
@@ -138,18 +167,48 @@ func (o *Order) StockSellFailed(at time.Time, paymentID, reason string) (changed
 	}
 }
 
-// paymentRefunded reports whether the history records the refund of paymentID.
-func (o *Order) paymentRefunded(paymentID string) bool {
+// extraPayment reports whether the history records paymentID as an extra payment: one that
+// stock refused because another payment had sold the order.
+func (o *Order) extraPayment(paymentID string) bool {
 	if paymentID == "" {
 		return false
 	}
-	prefix := refundedReason(paymentID)
+	return o.historyHas(extraPaymentReason(paymentID))
+}
+
+func extraPaymentReason(paymentID string) string {
+	if paymentID == "" {
+		return "extra payment, the order was sold by another (refunded separately)"
+	}
+	return fmt.Sprintf("payment %s is an extra payment, the order was sold by another (refunded separately)", paymentID)
+}
+
+// wasSold reports whether the order was ever paid: stock sold it before.
+func (o *Order) wasSold() bool {
+	for _, h := range o.history {
+		if h.Status.in(Paid, Shipped) {
+			return true
+		}
+	}
+	return false
+}
+
+// historyHas reports whether a history entry's reason starts with prefix.
+func (o *Order) historyHas(prefix string) bool {
 	for _, h := range o.history {
 		if strings.HasPrefix(h.Reason, prefix) {
 			return true
 		}
 	}
 	return false
+}
+
+// paymentRefunded reports whether the history records the refund of paymentID.
+func (o *Order) paymentRefunded(paymentID string) bool {
+	if paymentID == "" {
+		return false
+	}
+	return o.historyHas(refundedReason(paymentID))
 }
 
 func refundedReason(paymentID string) string { return fmt.Sprintf("payment %s refunded", paymentID) }
@@ -205,17 +264,25 @@ func (o *Order) StockReleased(at time.Time, why ReleaseReason) (changed bool, er
 // stream) may overtake that stock.sell_failed (STOCK stream) — the later sell failure is then
 // only noted. On an order that is, or may still be, sold (pending, awaiting_payment, paid,
 // shipped) the refund was of an extra payment: noted, status kept, because marking the order
-// refunded would be wrong. On a refunded order it changes nothing.
+// refunded would be wrong. The refund of a payment stock refused as an extra payment
+// (StockSellFailed with SellFailedAlreadyPaid) is only noted, whatever the status: another
+// payment sold the order. On a refunded order it changes nothing.
+//
+// When an extra payment's refund overtakes both its stock.sell_failed and the other payment's
+// stock.sold on a closed or cancelled order, the order is refunded for a moment: stock.sold
+// then moves it to paid (StockSold), so it never ends refunded with a payment kept (F4).
 func (o *Order) PaymentRefunded(at time.Time, paymentID string) (changed bool, err error) {
 	reason := "payment refunded"
 	if paymentID != "" {
 		reason = refundedReason(paymentID)
 	}
-	switch o.status {
-	case RefundPending, Closed, Cancelled, Rejected:
-		o.record(Refunded, at, reason)
-	case Refunded:
+	switch {
+	case o.status == Refunded:
 		return false, nil
+	case o.extraPayment(paymentID):
+		o.record(o.status, at, reason+" (extra payment; the order keeps its status)")
+	case o.status.in(RefundPending, Closed, Cancelled, Rejected):
+		o.record(Refunded, at, reason)
 	default:
 		o.record(o.status, at, reason+" (extra payment; the order keeps its status)")
 	}
