@@ -38,7 +38,7 @@ type grant struct {
 var grants = map[string]grant{
 	"order": {
 		owns:     []string{SubjectsOrder},
-		durables: []durable{{StreamStock, "order-stock-outcomes"}, {StreamPayment, "order-payment-outcomes"}},
+		durables: []durable{{StreamStock, "order-stock-outcomes"}, {StreamPayment, "order-payment-outcomes"}, {StreamStock, "order-gate-returns"}},
 	},
 	"stock": {
 		owns: []string{SubjectsStock},
@@ -52,6 +52,8 @@ var grants = map[string]grant{
 		durables: []durable{
 			{StreamOrder, "payment-adapter-order-created"}, {StreamStock, "payment-adapter-stock-sell-failed"},
 			{StreamOrder, "payment-adapter-order-refund-requested"},
+			// Its own payment.refund_requested: the provider call of a recorded refund.
+			{StreamPayment, "payment-adapter-refund-requested"},
 		},
 	},
 	"timeout": {

@@ -133,13 +133,20 @@ func TestDeploymentAuthConfIsCurrent(t *testing.T) {
 		variable := "$" + strings.ToUpper(strings.ReplaceAll(u, "-", "_")) + "_PASSWORD"
 		want = strings.ReplaceAll(want, natsx.ConfString("placeholder-"+u), variable)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "k8s", "base", "nats", "auth.conf"))
+	path := filepath.Join("..", "..", "deploy", "k8s", "base", "nats", "auth.conf")
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	var got []string
+	var got, comments []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "#") {
+		if strings.HasPrefix(line, "#") {
+			comments = append(comments, line)
+		} else {
 			got = append(got, line)
 		}
 	}
-	assert.Equal(t, want, strings.Join(got, "\n"), "regenerate deploy/k8s/base/nats/auth.conf from natsx.AuthorizationConfig")
+	if os.Getenv("UPDATE_AUTH_CONF") != "" {
+		require.NoError(t, os.WriteFile(path, []byte(strings.Join(append(comments, want), "\n")), 0o644))
+		return
+	}
+	assert.Equal(t, want, strings.Join(got, "\n"), "regenerate deploy/k8s/base/nats/auth.conf: UPDATE_AUTH_CONF=1 go test -run TestDeploymentAuthConfIsCurrent ./launcher")
 }

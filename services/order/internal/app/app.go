@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/order/internal/catalog"
 	"github.com/stockflow/stockflow/services/order/internal/order"
@@ -88,6 +89,7 @@ type Service struct {
 	newID    func() string
 	meters   metric.MeterProvider
 	rec      *recorder
+	gate     *gate.Gate // nil: no flash-sale gate
 }
 
 // Option changes a Service built by New; tests use them to fix the clock or the ids, or to

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -31,6 +32,8 @@ type recorder struct {
 	transitions metric.Int64Counter
 	entered     map[order.Status][]metric.AddOption
 	oldest      metric.Float64ObservableGauge
+	gate        metric.Int64Counter
+	verdicts    map[gate.Verdict][]metric.AddOption
 
 	mu   sync.Mutex // guards the cached age
 	at   time.Time  // when wait and err were read
@@ -52,6 +55,15 @@ func newRecorder(mp metric.MeterProvider, repo Repository, now func() time.Time)
 	}
 	for _, st := range order.Statuses() {
 		r.entered[st] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("status", st.String())))}
+	}
+	if r.gate, err = meter.Int64Counter("stockflow.order.gate",
+		metric.WithDescription("Order attempts the flash-sale gate answered, by verdict (admitted, sold_out, open: no SKU armed, bypassed: Redis not answering)."),
+		metric.WithUnit("{order}")); err != nil {
+		otel.Handle(err)
+	}
+	r.verdicts = map[gate.Verdict][]metric.AddOption{}
+	for _, v := range []gate.Verdict{gate.Open, gate.Admitted, gate.SoldOut, gate.Bypassed} {
+		r.verdicts[v] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", v.String())))}
 	}
 	if r.oldest, err = meter.Float64ObservableGauge("stockflow.order.refund_pending.oldest_age",
 		metric.WithDescription("How long the order longest in refund_pending has waited there (0 when none)."),
@@ -92,6 +104,11 @@ func (r *recorder) oldestRefund(ctx context.Context, repo Repository) (time.Time
 // enter counts an order entering status st.
 func (r *recorder) enter(ctx context.Context, st order.Status) {
 	r.transitions.Add(ctx, 1, r.entered[st]...)
+}
+
+// gated counts one gate verdict.
+func (r *recorder) gated(ctx context.Context, v gate.Verdict) {
+	r.gate.Add(ctx, 1, r.verdicts[v]...)
 }
 
 // update is repo.UpdateWith that counts, once the change committed, the status the order

@@ -70,8 +70,8 @@ type ItemRequest struct {
 // acceptable returns ErrMissingIdempotencyKey, ErrInvalidIdempotencyKey, a wrapped order
 // validation error (order.ErrInvalidSKU…, order.ErrInvalidTimeout for a timeout under
 // Policy.MinPaymentWindow), a *RateLimitError (ErrRateLimited), ErrNotForSale,
-// ErrPriceMismatch, ErrCurrencyMismatch or ErrPaymentTimeoutTooLong. Nothing is stored on any
-// error.
+// ErrPriceMismatch, ErrCurrencyMismatch, ErrPaymentTimeoutTooLong or — when the flash-sale
+// gate has too little left of an armed SKU — ErrSoldOut. Nothing is stored on any error.
 func (s *Service) PlaceOrder(ctx context.Context, req PlaceOrderRequest) (o *order.Order, created bool, err error) {
 	if err := checkKey(req.IdempotencyKey); err != nil {
 		return nil, false, err
@@ -104,7 +104,15 @@ func (s *Service) PlaceOrder(ctx context.Context, req PlaceOrderRequest) (o *ord
 	if err != nil {
 		return nil, false, fmt.Errorf("place order: %w", err)
 	}
+	// Last before the store, so a request refused for any other reason takes nothing.
+	gated, err := s.admitThroughGate(ctx, o)
+	if err != nil {
+		return nil, false, err
+	}
 	stored, created, err := s.repo.Create(ctx, o, req.IdempotencyKey, hash, msgs)
+	if gated && (err != nil || !created) {
+		s.giveBackUnstored(ctx, o.ID())
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("place order: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 )
@@ -50,6 +51,10 @@ type Config struct {
 	CombineMaxBatch int `env:"ORDER_COMBINE_MAX_BATCH" envDefault:"128"`
 	// ReconcileBatch is how many orders one run of that job handles at most.
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
+	// Gate is the flash-sale gate (REDIS_URL, GATE_TIMEOUT): an armed SKU's buyers are
+	// admitted by Redis before their order is created, and turned away sold_out when it has
+	// nothing left. No REDIS_URL: every order takes the database path.
+	Gate gate.Config
 }
 
 // Load reads the configuration from environ (os.Environ form) over the service's defaults
@@ -94,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	if err := c.Gate.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid config: %w", err)

@@ -29,6 +29,8 @@ import (
 const (
 	StockOutcomes   = "order-stock-outcomes"
 	PaymentOutcomes = "order-payment-outcomes"
+	// GateReturns gives the flash-sale gate back the units of orders stock did not keep.
+	GateReturns = "order-gate-returns"
 )
 
 // StockSubjects and PaymentSubjects are the subjects each consumer takes.
@@ -39,6 +41,9 @@ var (
 		events.SubjectStockShipped,
 	}
 	PaymentSubjects = []string{events.SubjectPaymentFailed, events.SubjectPaymentRefunded}
+	// GateSubjects are the outcomes after which an order no longer holds what the gate gave
+	// it: the lock was rejected, released (timeout, cancel), or its sold units restocked.
+	GateSubjects = []string{events.SubjectStockLockRejected, events.SubjectStockReleased, events.SubjectStockRestocked}
 )
 
 // workers is how many outcomes each consumer handles at once. With the repository combined
@@ -54,7 +59,7 @@ func All(svc *app.Service) []service.Consumer {
 	spec := func(stream, durable string, subjects []string) natsx.ConsumerSpec {
 		return natsx.ConsumerSpec{Stream: stream, Durable: durable, FilterSubjects: subjects, Workers: workers, MaxAckPending: 4 * workers}
 	}
-	return []service.Consumer{
+	cs := []service.Consumer{
 		{Spec: spec(natsx.StreamStock, StockOutcomes, StockSubjects), Handle: natsx.Switch(StockOutcomes, natsx.Errors{},
 			follow(svc, func(ev events.StockLocked) (string, app.Apply, error) {
 				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.StockLocked(at) }, nil
@@ -96,6 +101,25 @@ func All(svc *app.Service) []service.Consumer {
 				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.PaymentRefunded(at, ev.PaymentID) }, nil
 			}),
 		)},
+	}
+	if svc.HasGate() {
+		cs = append(cs, gateReturns(svc))
+	}
+	return cs
+}
+
+// gateReturns is the consumer that gives the gate back the units of orders whose lock stock
+// rejected, released or restocked. The gate counts each order once, so it needs no inbox; a
+// Redis that does not answer is retried with backoff like any transient failure.
+func gateReturns(svc *app.Service) service.Consumer {
+	giveBack := func(ctx context.Context, orderID string) error { return svc.GiveBack(ctx, orderID) }
+	return service.Consumer{
+		Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: GateReturns, FilterSubjects: GateSubjects, Workers: 8, MaxAckPending: 256},
+		Handle: natsx.Switch(GateReturns, natsx.Errors{},
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockLockRejected) error { return giveBack(ctx, ev.OrderID) }),
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockReleased) error { return giveBack(ctx, ev.OrderID) }),
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockRestocked) error { return giveBack(ctx, ev.OrderID) }),
+		),
 	}
 }
 

@@ -44,6 +44,7 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: order.ErrInvalidTimeout, Code: codeInvalidPaymentTimeout},
 	{Err: order.ErrInvalidReason, Code: codeInvalidReason},
 	{Err: app.ErrRateLimited, Code: httpx.NewCode(http.StatusTooManyRequests, "rate_limited"), Header: retryAfter},
+	{Err: app.ErrSoldOut, Code: httpx.NewCode(http.StatusConflict, "sold_out")},
 	{Err: app.ErrNotForSale, Code: httpx.NewCode(http.StatusUnprocessableEntity, "sku_not_for_sale")},
 	{Err: app.ErrPriceMismatch, Code: httpx.NewCode(http.StatusConflict, "price_mismatch"), Message: httpx.FromSentinel},
 	{Err: app.ErrCurrencyMismatch, Code: httpx.NewCode(http.StatusUnprocessableEntity, "currency_mismatch")},

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
@@ -47,7 +48,8 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 	if cfg.CombineMaxBatch > 1 {
 		repo = app.Combine(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
 	}
-	svc := app.New(repo, store, log, cfg.Policy())
+	g, _ := gate.New(cfg.Gate) // cfg is validated: the URL parses
+	svc := app.New(repo, store, log, cfg.Policy(), app.WithGate(g))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
