@@ -25,5 +25,5 @@ fuzz: ## every go test -fuzz target, FUZZTIME= each (60s); failing inputs land i
 bench: ## lock benchmarks, naive vs engine, against real PostgreSQL; raw output in .run/bench.txt
 	@scripts/bench.sh
 
-loadtest: ## POST /v1/orders at a fixed rate on the running system (make up first); RATE=, DURATION=
-	@go run ./tools/cmd/stockflow loadtest $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION))
+loadtest: ## POST /v1/orders at a fixed rate on the running system (make up first); RATE=, DURATION=; SCENARIO=storm: the sold-out storm, gate off and on
+	@go run ./tools/cmd/stockflow loadtest $(if $(filter storm,$(SCENARIO)),storm) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION))

@@ -33,8 +33,10 @@ type Options struct {
 	RunDir      string                           // state, binaries, logs and pid files (.run/)
 	DatabaseURL string                           // a server URL to use if reachable; empty: start a throwaway cluster
 	NATSURL     string                           // a NATS >= 2.12 to use; empty: start the pinned nats-server
+	RedisURL    string                           // the flash-sale gate's Redis if reachable; empty: start a throwaway redis-server; "off": no gate
 	PGPort      int                              // port of a throwaway cluster (default 15432)
 	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
+	RedisPort   int                              // port of a throwaway redis-server (default 16379)
 	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
 	DBPrefix    string                           // database name prefix (default "stockflow_")
 	Env         []string                         // extra environment for every service (KEY=VALUE)
@@ -46,6 +48,7 @@ type System struct {
 	opts        Options
 	DatabaseURL string            // the server URL (database postgres)
 	NATSURL     string            // the NATS URL; of the launcher's own nats-server, with the admin's credentials
+	RedisURL    string            // the gate's Redis; "" when the gate is off
 	URLs        map[string]string // http://host:port per service
 	procs       map[string]*proc
 }
@@ -59,6 +62,9 @@ type proc struct {
 func (o *Options) defaults() {
 	if o.PGPort == 0 {
 		o.PGPort = 15432
+	}
+	if o.RedisPort == 0 {
+		o.RedisPort = 16379
 	}
 	if o.Ports == nil {
 		o.Ports = DefaultPorts
@@ -117,6 +123,9 @@ func prepare(ctx context.Context, o Options) (*System, error) {
 		return nil, err
 	}
 	if s.NATSURL, err = ensureNATS(ctx, o); err != nil {
+		return nil, err
+	}
+	if s.RedisURL, err = ensureRedis(ctx, o); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -217,6 +226,10 @@ var peerURLs = map[string][]struct{ env, peer string }{
 	"payment-adapter": {{"PAYMENT_STOCK_URL", "stock"}},
 }
 
+// gated are the services that use the flash-sale gate's Redis: order takes, stock arms and
+// reconciles.
+var gated = map[string]bool{"order": true, "stock": true}
+
 // Start starts (or restarts) one service process.
 func (s *System) Start(ctx context.Context, svc string) error {
 	// The peers' addresses are fixed before they start: a service is told them up front.
@@ -241,6 +254,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.serviceNATSURL(svc))
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
+	}
+	if s.RedisURL != "" && gated[svc] {
+		cmd.Env = append(cmd.Env, "REDIS_URL="+s.RedisURL)
 	}
 	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)

@@ -21,6 +21,9 @@ import (
 // from the launcher's pid file, for its peak RSS. A failed correctness check exits 1; a missed
 // target does not (the report says so).
 func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "storm" {
+		return stormTest(ctx, o, args[1:], stdout, stderr)
+	}
 	cfg := loadtest.Default()
 	fs := flag.NewFlagSet("stockflow loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -58,6 +61,42 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 	}
 	if err == nil && rep.Failed() {
 		err = errors.New("loadtest: a correctness check failed")
+	}
+	return err
+}
+
+// stormTest is `stockflow loadtest storm`: the sold-out storm, gate off then on, against the
+// running system. A failed correctness check exits 1; a missed target does not.
+func stormTest(ctx context.Context, o launcher.Options, args []string, stdout, stderr io.Writer) error {
+	cfg := loadtest.DefaultStorm()
+	fs := flag.NewFlagSet("stockflow loadtest storm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("loadtest storm: unexpected arguments %q", fs.Args())
+	}
+	signer, err := launcher.Signer(o)
+	if err != nil {
+		return err
+	}
+	cfg.Signer = signer
+	// The system is up, so this finds its server and starts nothing.
+	if cfg.DatabaseURL, err = launcher.EnsurePostgres(ctx, o); err != nil {
+		return err
+	}
+	rep, err := loadtest.Storm(ctx, cfg, stderr)
+	if rep == nil {
+		return err
+	}
+	machine.WriteHost(stdout)
+	if werr := rep.WriteText(stdout); werr != nil {
+		return werr
+	}
+	if err == nil && rep.Failed() {
+		err = errors.New("loadtest storm: a correctness check failed")
 	}
 	return err
 }

@@ -76,8 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	o := launcher.Options{
 		Root: root, RunDir: filepath.Join(root, ".run"),
-		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"),
-		PGPort: 15432 + offset, NATSPort: 14222 + offset, Ports: ports,
+		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
+		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, Ports: ports,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
@@ -137,6 +137,11 @@ func printUp(w io.Writer, sys *launcher.System) {
 		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
 	}
 	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", redacted(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
+	gate := sys.RedisURL + " (the flash-sale gate; POST /v1/skus/{sku}/gate arms a SKU)"
+	if sys.RedisURL == "" {
+		gate = "off (no redis-server): every order takes the database path"
+	}
+	fmt.Fprintf(w, "  %-16s %s\n", "Redis", gate)
 	fmt.Fprintf(w, "  %-16s %s/metrics (and the same path on each service; docs/observability.md)\n", "metrics", sys.URLs["stock"])
 }
 
