@@ -142,11 +142,13 @@ func (g *Gate) do(ctx context.Context, call func(context.Context) (any, error)) 
 	return v, nil
 }
 
-func gateKey(sku string) string  { return "sf:gate:{" + sku + "}" }
-func heldKey(sku string) string  { return "sf:gate:{" + sku + "}:held" }
-func orderKey(id string) string  { return "sf:gate:o:" + id }
-func (g *Gate) ms() string       { return strconv.FormatInt(g.now().UnixMilli(), 10) }
-func skuOfKey(key string) string { return strings.TrimSuffix(strings.TrimPrefix(key, "sf:gate:{"), "}") }
+func gateKey(sku string) string { return "sf:gate:{" + sku + "}" }
+func heldKey(sku string) string { return "sf:gate:{" + sku + "}:held" }
+func orderKey(id string) string { return "sf:gate:o:" + id }
+func (g *Gate) ms() string      { return strconv.FormatInt(g.now().UnixMilli(), 10) }
+func skuOfKey(key string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(key, "sf:gate:{"), "}")
+}
 
 // take: KEYS[1] the order's key, then per line its gate and held keys; ARGV[1] the order id,
 // ARGV[2] now (ms), then per line its quantity and its SKU. All or nothing over the order's

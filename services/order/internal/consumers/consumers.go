@@ -116,9 +116,15 @@ func gateReturns(svc *app.Service) service.Consumer {
 	return service.Consumer{
 		Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: GateReturns, FilterSubjects: GateSubjects, Workers: 8, MaxAckPending: 256},
 		Handle: natsx.Switch(GateReturns, natsx.Errors{},
-			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockLockRejected) error { return giveBack(ctx, ev.OrderID) }),
-			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockReleased) error { return giveBack(ctx, ev.OrderID) }),
-			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockRestocked) error { return giveBack(ctx, ev.OrderID) }),
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockLockRejected) error {
+				return giveBack(ctx, ev.OrderID)
+			}),
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockReleased) error {
+				return giveBack(ctx, ev.OrderID)
+			}),
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockRestocked) error {
+				return giveBack(ctx, ev.OrderID)
+			}),
 		),
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/auth"
-	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/combine"
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/service"
