@@ -47,6 +47,13 @@ type Config struct {
 	// stockflow.stock.sku.quantity gauge reports, comma-separated: the flash sale's hot SKUs
 	// on the dashboard. Read from the database at most every few seconds; empty: none.
 	WatchSKUs []string `env:"STOCK_WATCH_SKUS" envSeparator:","`
+	// AvailabilityTTL is how old the storefront's GET /v1/availability figures may be: one
+	// query reads every SKU's available units this often, in the background, and requests are
+	// answered from the last read, never the database (the seed's §七.5: 5 s). 100ms to 1m.
+	AvailabilityTTL time.Duration `env:"STOCK_AVAILABILITY_TTL" envDefault:"5s"`
+	// AvailabilityLow: a SKU with 1 to this many available units is "low" on the storefront
+	// rather than "in_stock"; 0: never low.
+	AvailabilityLow int64 `env:"STOCK_AVAILABILITY_LOW" envDefault:"10"`
 }
 
 // Load reads the configuration from environ (os.Environ form) over the service's defaults.
@@ -90,6 +97,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	if c.AvailabilityTTL < 100*time.Millisecond || c.AvailabilityTTL > time.Minute {
+		errs = append(errs, errors.New("STOCK_AVAILABILITY_TTL must be between 100ms and 1m"))
+	}
+	if c.AvailabilityLow < 0 || c.AvailabilityLow > stock.MaxQty {
+		errs = append(errs, fmt.Errorf("STOCK_AVAILABILITY_LOW must be between 0 and %d", stock.MaxQty))
 	}
 	for _, sku := range c.WatchSKUs {
 		if err := stock.ValidSKU(sku); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stockflow/stockflow/pkg/httpx"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
@@ -15,6 +16,10 @@ var (
 	codeInvalidCursor         = httpx.NewCode(http.StatusBadRequest, "invalid_cursor")
 	codeInvalidLimit          = httpx.NewCode(http.StatusBadRequest, "invalid_limit")
 	codeInvalidGrace          = httpx.NewCode(http.StatusBadRequest, "invalid_grace")
+	codeInvalidQuery          = httpx.NewCode(http.StatusBadRequest, "invalid_query")
+	codeMissingSKU            = httpx.NewCode(http.StatusBadRequest, "missing_sku")
+	codeTooManySKUs           = httpx.NewCode(http.StatusBadRequest, "too_many_skus")
+	codeInvalidSKUQuery       = httpx.NewCode(http.StatusBadRequest, "invalid_sku_query") // a query's sku; a body's or path's is 422 invalid_sku
 	codeInvalidQuantity       = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_quantity")
 	codeInvalidSlots          = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_slots")
 	codeInvalidRemark         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_remark")
@@ -46,6 +51,8 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: stock.ErrAdjustmentDecided, Code: httpx.NewCode(http.StatusConflict, "adjustment_decided")},
 	{Err: stock.ErrStocktakeConflict, Code: httpx.NewCode(http.StatusConflict, "stocktake_conflict")},
 	{Err: stock.ErrSelfApproval, Code: httpx.NewCode(http.StatusForbidden, "self_approval")},
+	{Err: app.ErrAvailabilityNotReady, Code: httpx.NewCode(http.StatusServiceUnavailable, "availability_not_ready"),
+		Header: func(error) http.Header { return http.Header{"Retry-After": {"1"}} }},
 	{Match: numericOverflow, Code: httpx.NewCode(http.StatusUnprocessableEntity, "quantity_overflow"), Message: httpx.Text("the quantities would overflow")},
 }}
 

@@ -22,7 +22,7 @@ func FuzzDecoders(f *testing.F) {
 		"rebalance": httpx.Decoder(decodeRebalance), "ledger": httpx.Decoder(decodeLedger), "move": httpx.Decoder(decodeMove),
 		"adjustment": httpx.Decoder(decodeAdjustment), "adjustmentID": httpx.Decoder(decodeAdjustmentID), "lock": httpx.Decoder(decodeLock),
 		"orderPath": httpx.Decoder(decodeOrderPath), "release": httpx.Decoder(decodeRelease), "sell": httpx.Decoder(decodeSell),
-		"overdue": httpx.Decoder(decodeOverdue),
+		"overdue": httpx.Decoder(decodeOverdue), "availability": httpx.Decoder(decodeAvailability),
 	}
 	// The bodies, paths and queries the tests send, then hostile ones.
 	seeds := []struct{ body, path, query, key string }{
@@ -40,6 +40,9 @@ func FuzzDecoders(f *testing.F) {
 		{``, "NOPE", "after=x", ""},
 		{``, "CUP-1", "limit=0", ""},
 		{``, "CUP-1", "grace=30s", ""},
+		{``, "", "sku=CUP-1,MUG-1&sku=NOPE-1&sku=CUP-1", ""},
+		{``, "", "sku=" + strings.Repeat("S,", 100) + "S", ""},
+		{``, "", "sku=,&sku=%zz;x&sku=a%00b", ""},
 		{`{"sku":"X","on_hand":99999999999999999999}`, "999", "after=99999999999999999999", ""},
 		{`{"qty":1e400}`, "99999999999999999999", "limit=1e400&grace=-1s", ""},
 		{`{"order_id":"a\u0000b","items":[{"sku":"CUP-1","qty":1}]}`, "a\x00b", "grace=1\x00s", "a\x00b"},

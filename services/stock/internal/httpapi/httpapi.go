@@ -15,9 +15,9 @@ import (
 )
 
 // Handler returns the stock HTTP API on mux-style routes; ready backs /readyz. Every route but
-// health names the roles that may call it (pkg/auth); the token's subject is the operator of
-// whatever it changes.
-func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
+// health and the storefront's GET /v1/availability (public, availability.go) names the roles
+// that may call it (pkg/auth); the token's subject is the operator of whatever it changes.
+func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier, with ...Option) http.Handler {
 	mux := http.NewServeMux()
 	t := httpx.Transport{Log: log, Errors: errs}
 	e := endpoints{svc}
@@ -46,6 +46,7 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	mux.Handle("POST /v1/internal/orders/{id}/ship", v.Require(httpx.Server(t, decodeOrderPath, resolve(svc.ShipOrder)), service...))
 	mux.Handle("POST /v1/internal/orders/{id}/refund", v.Require(httpx.Server(t, decodeOrderPath, resolve(svc.RefundOrder)), service...))
 	mux.Handle("POST /v1/internal/orders/{id}/release", v.Require(httpx.Server(t, decodeRelease, e.releaseOrder), service...))
+	mux.Handle("GET /v1/availability", availabilityServer(t, with))
 	mux.Handle("POST /v1/admin/verify", v.Require(httpx.Server(t, httpx.NoRequest, e.verify), ops...))
 	mux.Handle("POST /v1/admin/rebuild", v.Require(httpx.Server(t, httpx.NoRequest, e.rebuild), admin...))
 	mux.Handle("GET /v1/admin/overdue-locks", v.Require(httpx.Server(t, decodeOverdue, e.overdueLocks), readers...))

@@ -22,15 +22,19 @@ var Schema = stockpg.Schema
 // Parts returns the service.Spec Wire function of the stock service: the use cases over the
 // store on the dependencies pkg/service brings up, their concurrent calls combined into
 // batches as cfg says, its gauges watching cfg.WatchSKUs and the locks overdue by more than
-// cfg.OverdueLocksGrace; the HTTP API, ready when the database and NATS answer; the consumers;
-// and the reconciliation jobs, which ask order over d.Peers.
+// cfg.OverdueLocksGrace; the HTTP API, ready when the database and NATS answer, with the
+// storefront availability refreshed every cfg.AvailabilityTTL by a loop; the consumers; and
+// the reconciliation jobs, which ask order over d.Peers.
 func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts, error) {
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
-		svc := app.NewCombining(stockpg.NewStore(d.Pool), combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers},
+		store := stockpg.NewStore(d.Pool)
+		svc := app.NewCombining(store, combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers},
 			app.WithWatchedSKUs(cfg.WatchSKUs...), app.WithOverdueGrace(cfg.OverdueLocksGrace))
+		avail := app.NewAvailability(store, app.AvailabilityOptions{TTL: cfg.AvailabilityTTL, Low: cfg.AvailabilityLow, Log: d.Log})
 		return service.Parts{
-			Handler:   httpapi.Handler(svc, d.Log, d.Ready, d.Auth),
+			Handler:   httpapi.Handler(svc, d.Log, d.Ready, d.Auth, httpapi.WithAvailability(avail)),
 			Consumers: consumers.All(svc),
+			Loops:     []func(context.Context) error{avail.Run},
 			Jobs:      reconcile.Jobs(svc, cfg, d.Peers),
 		}, nil
 	}
