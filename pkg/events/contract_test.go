@@ -23,10 +23,11 @@ import (
 // testdata/v<major>.<minor>/ holds what each release writes; these tests hold today's code to
 // every folder still there.
 //
-// v1.0 is the first and so far only release: every payload has carried today's fields since
-// the contract's first commit (git log -p -- pkg/events: later commits tightened validation
-// and added StockOrder, an HTTP body, not an event), so its fixtures are the ones the package
-// always had, moved into the folder.
+// v1.0 is the first release: every payload has carried today's fields since the contract's
+// first commit (git log -p -- pkg/events: later commits tightened validation and added
+// StockOrder, an HTTP body, not an event), so its fixtures are the ones the package always
+// had, moved into the folder. v1.1 adds payment.refund_requested (payment-adapter's own
+// two-step refund); every other fixture is v1.0's.
 
 // currentRelease is the folder of the fixtures this build writes.
 var currentRelease = filepath.Join("testdata", "v"+events.ContractVersion)

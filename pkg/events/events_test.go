@@ -49,6 +49,9 @@ var contract = []struct {
 	}},
 	{as(events.Decode[events.PaymentFailed]), events.PaymentFailed{PaymentID: "pay-2", OrderID: "ord-1", Reason: "declined"}},
 	{as(events.Decode[events.PaymentRefunded]), events.PaymentRefunded{PaymentID: "pay-1", OrderID: "ord-1", Amount: 8498}},
+	{as(events.Decode[events.PaymentRefundRequested]), events.PaymentRefundRequested{
+		PaymentID: "pay-1", OrderID: "ord-1", RefundID: "refund-pay-1", Reason: "sell_failed: already_paid",
+	}},
 	{as(events.Decode[events.StockLocked]), events.StockLocked{
 		OrderID: "ord-1", Lines: []events.Line{{SKU: "SKU-RED-M", Qty: 2}, {SKU: "SKU-BLUE-L", Qty: 1}}, PaymentDeadline: deadline,
 	}},
@@ -170,21 +173,22 @@ func TestMalformedInputIsErrMalformed(t *testing.T) {
 
 func TestEveryEventRejectsAMissingRequiredField(t *testing.T) {
 	required := map[string]string{ // one required field per event
-		events.SubjectOrderCreated:         "currency",
-		events.SubjectOrderCancelRequested: "order_id",
-		events.SubjectOrderRefundRequested: "order_id",
-		events.SubjectOrderShipped:         "order_id",
-		events.SubjectPaymentSucceeded:     "payment_id",
-		events.SubjectPaymentFailed:        "reason",
-		events.SubjectPaymentRefunded:      "order_id",
-		events.SubjectStockLocked:          "lines",
-		events.SubjectStockLockRejected:    "reason",
-		events.SubjectStockSold:            "order_id",
-		events.SubjectStockSellFailed:      "reason",
-		events.SubjectStockReleased:        "reason",
-		events.SubjectStockRestocked:       "order_id",
-		events.SubjectStockShipped:         "order_id",
-		events.SubjectTimeoutExpired:       "deadline",
+		events.SubjectOrderCreated:           "currency",
+		events.SubjectOrderCancelRequested:   "order_id",
+		events.SubjectOrderRefundRequested:   "order_id",
+		events.SubjectOrderShipped:           "order_id",
+		events.SubjectPaymentSucceeded:       "payment_id",
+		events.SubjectPaymentFailed:          "reason",
+		events.SubjectPaymentRefunded:        "order_id",
+		events.SubjectPaymentRefundRequested: "refund_id",
+		events.SubjectStockLocked:            "lines",
+		events.SubjectStockLockRejected:      "reason",
+		events.SubjectStockSold:              "order_id",
+		events.SubjectStockSellFailed:        "reason",
+		events.SubjectStockReleased:          "reason",
+		events.SubjectStockRestocked:         "order_id",
+		events.SubjectStockShipped:           "order_id",
+		events.SubjectTimeoutExpired:         "deadline",
 	}
 	for _, c := range contract {
 		subject := c.want.Subject()

@@ -19,11 +19,13 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
 
-// Selector picks the payments an update applies to: one payment by id, or every payment of an
-// order.
+// Selector picks the payments an update applies to: one payment by id, every payment of an
+// order, or one payment by its provider transaction (Provider and ProviderTxnID).
 type Selector struct {
-	PaymentID string
-	OrderID   string
+	PaymentID     string
+	OrderID       string
+	Provider      string
+	ProviderTxnID string
 }
 
 // Store keeps order totals and payments. Each method runs in one transaction.
@@ -43,7 +45,8 @@ type Store interface {
 	// calls fn on each, stores what fn changed and writes the messages fn returns to the
 	// outbox. found is how many payments sel picked. fn's error rolls everything back. A
 	// PaymentID that picks nothing returns an error wrapping payment.ErrNotFound, nothing
-	// stored (not even the claim); an OrderID that picks nothing is found=0, no error.
+	// stored (not even the claim), and so does a provider transaction that picks nothing; an
+	// OrderID that picks nothing is found=0, no error.
 	UpdatePayments(ctx context.Context, in *inbox.Message, sel Selector,
 		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error)) (duplicate bool, found int, err error)
 	// Get returns the payment, or an error wrapping payment.ErrNotFound.
@@ -53,6 +56,16 @@ type Store interface {
 	// ListSucceeded returns up to limit payments still succeeded (not refunded) that were
 	// recorded in [from, to), oldest first.
 	ListSucceeded(ctx context.Context, from, to time.Time, limit int) ([]*payment.Payment, error)
+	// ListOpenRefunds returns up to limit payments whose refund is requested or pending and
+	// was requested before requestedBefore, oldest request first.
+	ListOpenRefunds(ctx context.Context, requestedBefore time.Time, limit int) ([]*payment.Payment, error)
+	// ListFailedRefunds returns up to limit payments whose refund failed, oldest request first.
+	ListFailedRefunds(ctx context.Context, limit int) ([]*payment.Payment, error)
+	// ListUnpaidOrders returns up to limit remembered orders, oldest first, remembered before
+	// createdBefore, with no succeeded or refunded payment, whose payment deadline is after
+	// deadlineAfter — or, for an order remembered without a deadline, remembered after
+	// createdAfter.
+	ListUnpaidOrders(ctx context.Context, createdBefore, deadlineAfter, createdAfter time.Time, limit int) ([]payment.OrderTotal, error)
 }
 
 // Service runs payment-adapter's use cases.
@@ -69,7 +82,8 @@ type Service struct {
 // Option changes a Service built by New; tests use them to fix the clock or read the metrics.
 type Option func(*Service)
 
-// WithClock makes the service read the time from now.
+// WithClock makes the service read the time from now (every use case does: refund times and
+// retry times included).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
 // New returns a Service on store with the given providers. Its instruments

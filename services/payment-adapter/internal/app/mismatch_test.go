@@ -2,71 +2,50 @@ package app_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
-	"github.com/stockflow/stockflow/pkg/inbox"
-	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
-	paymentpg "github.com/stockflow/stockflow/services/payment-adapter/internal/postgres"
-	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
 )
 
-// flakyRefunds is the sandbox provider whose refund API is down while down is set.
-type flakyRefunds struct {
-	*sandbox.Provider
-	down bool
-}
-
-func (f *flakyRefunds) Refund(ctx context.Context, r payment.RefundRequest) (payment.RefundResult, error) {
-	if f.down {
-		return payment.RefundResult{}, errors.New("refund API unavailable")
-	}
-	return f.Provider.Refund(ctx, r)
-}
-
-// TestMismatchRefundIsRetriedByTheProvidersRedelivery: when the refund of a wrong-amount
-// payment fails, the callback fails (the provider redelivers it); the payment is recorded
-// failed, never succeeded, and the redelivery refunds it, once.
-func TestMismatchRefundIsRetriedByTheProvidersRedelivery(t *testing.T) {
+// TestMismatchRefundIsRequestedWithThePaymentAndRetried: a payment of the wrong amount is
+// recorded failed, never succeeded, with its refund requested in the same transaction — the
+// callback is acknowledged even while the provider's refund API is down — and the refund is
+// made, once, when the provider is back. The order hears payment.failed only.
+func TestMismatchRefundIsRequestedWithThePaymentAndRetried(t *testing.T) {
+	e := setup(t)
 	ctx := context.Background()
-	pool, _ := pgtest.New(t, paymentpg.Schemas()...)
-	sb, err := sandbox.New("app-test")
-	require.NoError(t, err)
-	flaky := &flakyRefunds{Provider: sb, down: true}
-	reg, err := payment.NewRegistry(flaky)
-	require.NoError(t, err)
-	svc := app.New(paymentpg.New(pool), reg, slog.New(slog.DiscardHandler))
-	require.NoError(t, svc.RememberOrder(ctx, inbox.Message{Consumer: "c", ID: "created"},
-		events.OrderCreated{OrderID: "ord-1", Total: 4900, Currency: "CNY"}))
+	e.stub.set(func(s *stub) { s.refundErr = errDown })
+	p := e.payVia("stub", "ord-1", "txn-1", 1)
+	assert.Equal(t, payment.Failed, p.Status())
+	assert.True(t, p.CapturedMismatch())
+	assert.Equal(t, payment.RefundRequested, p.Refund().State)
+	assert.Equal(t, payment.ReasonAmountMismatch, p.Refund().Reason)
+	assert.Equal(t, []string{p.ID()}, e.requested())
+
+	errs := e.drive()
+	require.Len(t, errs, 1)
+	assert.ErrorIs(t, errs[0], app.ErrProviderUnavailable)
+	assert.Equal(t, payment.Failed, e.status(p.ID()))
+
+	// The provider redelivers the callback meanwhile: a duplicate, no second request.
 	body := []byte(`{"provider_txn_id":"txn-1","order_id":"ord-1","amount":1,"currency":"CNY","status":"succeeded"}`)
-	h := http.Header{}
-	h.Set(sandbox.SignatureHeader, sb.Sign(body))
-
-	_, err = svc.HandleCallback(ctx, "sandbox", h, body)
-	require.Error(t, err, "not acknowledged: the provider will redeliver")
-	ps, err := svc.ListByOrder(ctx, "ord-1")
-	require.NoError(t, err)
-	require.Len(t, ps, 1)
-	assert.Equal(t, payment.Failed, ps[0].Status())
-	assert.True(t, ps[0].CapturedMismatch())
-
-	flaky.down = false
-	res, err := svc.HandleCallback(ctx, "sandbox", h, body)
+	res, err := e.svc.HandleCallback(ctx, "stub", e.stub.sign(body), body)
 	require.NoError(t, err)
 	assert.True(t, res.Duplicate)
-	assert.Equal(t, payment.Refunded, res.Payment.Status())
-	assert.Equal(t, "refund-"+ps[0].ID(), res.Payment.Refund().ID)
-	var succeeded, refunded int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE subject = $1), count(*) FILTER (WHERE subject = $2) FROM outbox`,
-		events.SubjectPaymentSucceeded, events.SubjectPaymentRefunded).Scan(&succeeded, &refunded))
-	assert.Zero(t, succeeded, "never sold")
-	assert.Zero(t, refunded, "the order is told by payment.failed only")
+	assert.Len(t, e.requested(), 1)
+
+	e.stub.set(func(s *stub) { s.refundErr = nil })
+	require.Empty(t, e.drive())
+	got := e.get(p.ID())
+	assert.Equal(t, payment.Refunded, got.Status())
+	assert.Equal(t, "refund-"+p.ID(), got.Refund().ID)
+	assert.Equal(t, 1, e.stub.callsOf("refund-"+p.ID())-1, "one failed call, one that refunded")
+	assert.Empty(t, outboxOf[events.PaymentSucceeded](t, e.pool, events.SubjectPaymentSucceeded), "never sold")
+	assert.Empty(t, e.refunded(), "the order is told by payment.failed only")
+	assert.Len(t, outboxOf[events.PaymentFailed](t, e.pool, events.SubjectPaymentFailed), 1)
 }

@@ -6,6 +6,7 @@ package consumers
 
 import (
 	"context"
+	"errors"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -19,6 +20,7 @@ const (
 	OrderCreated         = "payment-adapter-order-created"
 	StockSellFailed      = "payment-adapter-stock-sell-failed"
 	OrderRefundRequested = "payment-adapter-order-refund-requested"
+	RefundRequested      = "payment-adapter-refund-requested"
 )
 
 // All returns payment-adapter's consumers:
@@ -26,9 +28,15 @@ const (
 //	payment-adapter-order-created           ORDER  order.created           keep the order's total
 //	payment-adapter-stock-sell-failed       STOCK  stock.sell_failed       refund that payment
 //	payment-adapter-order-refund-requested  ORDER  order.refund_requested  refund the order's payments
+//	payment-adapter-refund-requested        PAYMENT payment.refund_requested ask the provider for a recorded refund
 //
-// A refund of a payment never issued is poison (app.ErrPaymentUnknown: money may be
-// involved, a human looks at the dead letter); every other error is retried.
+// The first three only record refund requests; the fourth makes the provider call, outside
+// any transaction. A refund of a payment never issued, or a refund request of no recorded
+// refund, is poison (app.ErrPaymentUnknown, app.ErrRefundUnknown: money may be involved, a
+// human looks at the dead letter). A provider that fails transiently
+// (app.ErrProviderUnavailable) is an outage: retried with backoff up to the consumer's
+// OutageMaxDeliver, not its MaxDeliver, and the unconfirmed refunds job asks again after
+// that. Every other error is retried.
 func All(svc *app.Service) []service.Consumer {
 	return []service.Consumer{
 		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated),
@@ -46,6 +54,15 @@ func All(svc *app.Service) []service.Consumer {
 						reason += ": " + ev.Reason
 					}
 					return svc.RefundOrder(ctx, in, ev.OrderID, reason)
+				})},
+		{Spec: spec(natsx.StreamPayment, RefundRequested, events.SubjectPaymentRefundRequested),
+			Handle: natsx.On(RefundRequested, natsx.Errors{Permanent: []error{app.ErrRefundUnknown}},
+				func(ctx context.Context, in inbox.Message, ev events.PaymentRefundRequested) error {
+					err := svc.ExecuteRefund(ctx, in, ev)
+					if errors.Is(err, app.ErrProviderUnavailable) {
+						return natsx.Unavailable(err)
+					}
+					return err
 				})},
 	}
 }

@@ -25,5 +25,7 @@ var errs = httpx.Table{Message: httpx.FromSentinel, Rules: []httpx.Rule{
 	{Err: payment.ErrMalformedNotification, Code: httpx.NewCode(http.StatusBadRequest, "malformed_notification")},
 	// 503: not our fault and not the provider's, and it will pass — the provider retries.
 	{Err: payment.ErrOrderUnknown, Code: httpx.NewCode(http.StatusServiceUnavailable, "order_unknown")},
+	// 503 too: a refund confirmation whose payment's own notification has not reached us yet.
+	{Err: payment.ErrTxnUnknown, Code: httpx.NewCode(http.StatusServiceUnavailable, "transaction_unknown")},
 	{Err: payment.ErrNotFound, Code: codePaymentNotFound},
 }}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	kithttp "github.com/go-kit/kit/transport/http"
+
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
@@ -23,8 +25,11 @@ import (
 //	GET  /healthz, GET /readyz      liveness; readiness is ready() == nil
 //
 // Callback errors: 404 unknown_provider, 413 body_too_large, 401 invalid_signature,
-// 400 malformed_notification, 503 order_unknown (the provider retries; see
-// app.Service.HandleCallback). Nothing is stored for any of them.
+// 400 malformed_notification, 503 order_unknown and 503 transaction_unknown (the provider
+// retries; see app.Service.HandleCallback). Nothing is stored for any of them. An ignored
+// notification is 200 with nothing stored. A provider that expects an answer of its own
+// (payment.Replier: WeChat Pay's JSON, Alipay's "success") gets it, with the same status;
+// the others get the JSON below.
 //
 // Who: callbacks carry no token — the provider's signature is their authentication; reading
 // payments needs a viewer, staff or service token (pkg/auth).
@@ -32,7 +37,7 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	mux := http.NewServeMux()
 	t := httpx.Transport{Log: log, Errors: errs}
 	e := endpoints{svc}
-	mux.Handle("POST /v1/callbacks/{provider}", httpx.Server(t, decodeCallback, e.callback))
+	mux.Handle("POST /v1/callbacks/{provider}", callbackServer(t, e))
 	mux.Handle("GET /v1/payments/{id}", v.Require(httpx.Server(t, decodePaymentID, e.getPayment), auth.Readers...))
 	mux.Handle("GET /v1/payments", v.Require(httpx.Server(t, decodeList, e.listPayments), auth.Readers...))
 	httpx.Health(mux, ready)
@@ -46,10 +51,15 @@ type endpoints struct{ svc *app.Service }
 // --- views ---
 
 type refundView struct {
-	RefundID         string    `json:"refund_id"`
-	ProviderRefundID string    `json:"provider_refund_id"`
-	Reason           string    `json:"reason,omitempty"`
-	RefundedAt       time.Time `json:"refunded_at"`
+	RefundID         string     `json:"refund_id"`
+	ProviderRefundID string     `json:"provider_refund_id,omitempty"`
+	Status           string     `json:"status"` // requested, pending, succeeded or failed
+	Reason           string     `json:"reason,omitempty"`
+	RequestedAt      time.Time  `json:"requested_at"`
+	RefundedAt       *time.Time `json:"refunded_at,omitempty"`
+	Attempts         int        `json:"attempts"` // provider calls that failed transiently
+	NextAttemptAt    *time.Time `json:"next_attempt_at,omitempty"`
+	LastError        string     `json:"last_error,omitempty"`
 }
 
 type paymentView struct {
@@ -74,9 +84,18 @@ func viewPayment(p *payment.Payment) paymentView {
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 	if r := s.Refund; r != nil {
-		v.Refund = &refundView{RefundID: r.ID, ProviderRefundID: r.ProviderRefundID, Reason: r.Reason, RefundedAt: r.At}
+		v.Refund = &refundView{RefundID: r.ID, ProviderRefundID: r.ProviderRefundID, Status: r.State.String(), Reason: r.Reason,
+			RequestedAt: r.RequestedAt, RefundedAt: timePtr(r.At), Attempts: r.Attempts, NextAttemptAt: timePtr(r.NextAttemptAt),
+			LastError: r.LastError}
 	}
 	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // --- callback ---
@@ -88,10 +107,14 @@ type callbackRequest struct {
 }
 
 type callbackResponse struct {
-	Received  bool   `json:"received"`
-	Duplicate bool   `json:"duplicate"`
-	PaymentID string `json:"payment_id"`
-	Status    string `json:"status"`
+	Received     bool   `json:"received"`
+	Duplicate    bool   `json:"duplicate"`
+	Ignored      bool   `json:"ignored,omitempty"`
+	PaymentID    string `json:"payment_id,omitempty"`
+	Status       string `json:"status,omitempty"`
+	RefundStatus string `json:"refund_status,omitempty"` // of a refund confirmation
+	Unmatched    bool   `json:"unmatched,omitempty"`     // a refund confirmation for no refund we requested
+	provider     string
 }
 
 // decodeCallback keeps the raw body: signatures are over its exact bytes.
@@ -105,7 +128,57 @@ func (e endpoints) callback(ctx context.Context, req callbackRequest) (callbackR
 	if err != nil {
 		return callbackResponse{}, err
 	}
-	return callbackResponse{Received: true, Duplicate: res.Duplicate, PaymentID: res.Payment.ID(), Status: res.Payment.Status().String()}, nil
+	out := callbackResponse{Received: true, Duplicate: res.Duplicate, Ignored: res.Ignored, Unmatched: res.Unmatched, provider: req.provider}
+	if p := res.Payment; p != nil {
+		out.PaymentID, out.Status = p.ID(), p.Status().String()
+		if r := p.Refund(); r != nil && res.RefundNotice {
+			out.RefundStatus = r.State.String()
+		}
+	}
+	return out, nil
+}
+
+// providerKey carries the callback's provider from the request to the error encoder.
+type providerKey struct{}
+
+// callbackServer is the callback route: the answers of callback's table and errors, written
+// as the provider's payment.Replier says when it has one, as the adapter's JSON otherwise.
+func callbackServer(t httpx.Transport, e endpoints) *kithttp.Server {
+	encode := func(ctx context.Context, w http.ResponseWriter, resp any) error {
+		if r, ok := resp.(callbackResponse); ok {
+			if rp := e.svc.Replier(r.provider); rp != nil {
+				return reply(w, rp, http.StatusOK, nil)
+			}
+		}
+		return httpx.EncodeJSON(ctx, w, resp)
+	}
+	return kithttp.NewServer(httpx.Endpoint(e.callback), httpx.Decoder(decodeCallback), encode,
+		kithttp.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
+			return context.WithValue(ctx, providerKey{}, r.PathValue("provider"))
+		}),
+		kithttp.ServerErrorEncoder(func(ctx context.Context, err error, w http.ResponseWriter) {
+			he := t.Errors.Error(err) // as httpx.ServerOptions maps it
+			if he.Status >= 500 {
+				t.Log.ErrorContext(ctx, "request failed", "err", err)
+			}
+			name, _ := ctx.Value(providerKey{}).(string)
+			if rp := e.svc.Replier(name); rp != nil {
+				_ = reply(w, rp, he.Status, err)
+				return
+			}
+			httpx.WriteError(w, he)
+		}))
+}
+
+// reply writes rp's answer to a callback answered with status (err nil for a 2xx).
+func reply(w http.ResponseWriter, rp payment.Replier, status int, err error) error {
+	ct, body := rp.Reply(status, err)
+	if ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(status)
+	_, werr := w.Write(body)
+	return werr
 }
 
 // --- read ---

@@ -132,6 +132,27 @@ func (e *env) outbox() (subjects []string, data []map[string]any) {
 	return subjects, data
 }
 
+// drive runs the second step of every refund requested so far, as the
+// payment-adapter-refund-requested consumer does.
+func (e *env) drive() {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT data FROM outbox WHERE subject = $1 ORDER BY id`, events.SubjectPaymentRefundRequested)
+	require.NoError(e.t, err)
+	var evs []events.PaymentRefundRequested
+	for rows.Next() {
+		var b []byte
+		require.NoError(e.t, rows.Scan(&b))
+		_, ev, err := events.Decode[events.PaymentRefundRequested](b)
+		require.NoError(e.t, err)
+		evs = append(evs, ev)
+	}
+	require.NoError(e.t, rows.Err())
+	rows.Close()
+	for _, ev := range evs {
+		require.NoError(e.t, e.svc.ExecuteRefund(context.Background(), inbox.Message{Consumer: "test", ID: "x"}, ev))
+	}
+}
+
 func (e *env) nothingStored() {
 	e.t.Helper()
 	assert.Zero(e.t, e.count(`SELECT count(*) FROM payments`), "no payment stored")
@@ -273,7 +294,8 @@ func TestConcurrentFirstCallbacksMakeOnePayment(t *testing.T) {
 
 // TestMismatchNeverPaysAndIsRefunded (F11): a succeeded payment of the wrong amount or
 // currency — 1 fen for a 4,900-fen order — announces payment.failed, never payment.succeeded,
-// and the money the provider took goes back at once; a redelivery changes nothing more.
+// and the money the provider took goes back: its refund is requested with the payment and
+// made by the second step; a redelivery changes nothing more.
 func TestMismatchNeverPaysAndIsRefunded(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -292,22 +314,30 @@ func TestMismatchNeverPaysAndIsRefunded(t *testing.T) {
 			body := notification("txn-1", "ord-1", tc.amount, tc.currency, "succeeded")
 			status, resp := e.pay(body)
 			require.Equal(t, http.StatusOK, status, "%v", resp)
-			assert.Equal(t, "refunded", resp["status"])
+			assert.Equal(t, "failed", resp["status"])
 			subjects, data := e.outbox()
-			require.Equal(t, []string{events.SubjectPaymentFailed}, subjects, "never payment.succeeded, and no payment.refunded for the order")
+			require.Equal(t, []string{events.SubjectPaymentFailed, events.SubjectPaymentRefundRequested}, subjects,
+				"never payment.succeeded, and no payment.refunded for the order")
 			assert.Equal(t, tc.reason, data[0]["reason"])
 			_, got := e.get("/v1/payments/" + resp["payment_id"].(string))
-			assert.Equal(t, "refunded", got["status"])
 			refund, _ := got["refund"].(map[string]any)
+			assert.Equal(t, "requested", refund["status"])
+
+			e.drive()
+			_, got = e.get("/v1/payments/" + resp["payment_id"].(string))
+			assert.Equal(t, "refunded", got["status"])
+			refund, _ = got["refund"].(map[string]any)
+			assert.Equal(t, "succeeded", refund["status"])
 			assert.Equal(t, tc.reason, refund["reason"], "the refund says why")
 			assert.Equal(t, "sandbox-refund-"+resp["payment_id"].(string), refund["provider_refund_id"])
+			assert.NotEmpty(t, refund["refunded_at"])
 
 			status, again := e.pay(body)
 			require.Equal(t, http.StatusOK, status, "%v", again)
 			assert.Equal(t, true, again["duplicate"])
 			assert.Equal(t, "refunded", again["status"])
 			subjects, _ = e.outbox()
-			assert.Len(t, subjects, 1, "the redelivery emits nothing")
+			assert.Len(t, subjects, 2, "the redelivery emits nothing")
 		})
 	}
 }
@@ -345,6 +375,7 @@ func TestListPaymentsOfAnOrder(t *testing.T) {
 	time.Sleep(2 * time.Millisecond) // distinct created_at: the list is oldest first
 	e.pay(notification("txn-b", "ord-1", 9800, "CNY", "succeeded"))
 	e.pay(notification("txn-c", "ord-2", 100, "CNY", "succeeded"))
+	e.drive()
 
 	status, resp := e.get("/v1/payments?order_id=ord-1")
 	require.Equal(t, http.StatusOK, status)

@@ -25,6 +25,9 @@ var (
 	ErrOrderUnknown = errors.New("order unknown")
 	// ErrNotFound: no such payment.
 	ErrNotFound = errors.New("payment not found")
+	// ErrTxnUnknown: a provider's refund notification names a provider transaction no payment
+	// was recorded for (yet: its payment's own notification may still be on its way).
+	ErrTxnUnknown = errors.New("provider transaction unknown")
 	// ErrNotRefundable: the payment did not succeed, so there is no money to give back.
 	ErrNotRefundable = errors.New("payment not refundable")
 	// ErrIgnoredNotification: an authentic notification of a kind the adapter does not act
@@ -46,7 +49,7 @@ type Status struct{ name string }
 
 // Payment statuses. succeeded → refunded, and failed → refunded for a payment whose money the
 // provider captured although it did not pay the order (CapturedMismatch), are the only
-// transitions.
+// transitions; each happens when the payment's refund succeeds (RefundState).
 var (
 	Succeeded = Status{"succeeded"}
 	Failed    = Status{"failed"}
@@ -165,15 +168,60 @@ type OrderTotal struct {
 	// Traceparent is the W3C trace context of the order.created ("" when unknown): the trace
 	// of a callback for the order links to it.
 	Traceparent string
+	// PaymentDeadline is when the order's payment is due, from order.created; zero for an
+	// order remembered before payment-adapter kept it.
+	PaymentDeadline time.Time
+	// CreatedAt is when payment-adapter learnt of the order (set by the store).
+	CreatedAt time.Time
 }
+
+// RefundState is where the one refund of a payment stands on our side: requested (recorded,
+// the provider not asked yet, or its answer not known), pending (the provider accepted it, the
+// money is not back yet), succeeded (the money is back: the payment is refunded) or failed
+// (the provider will not pay it back: for a human). The zero RefundState is invalid.
+type RefundState struct{ name string }
+
+// Refund states. requested → pending → succeeded | failed, and requested → succeeded | failed
+// directly; a provider's later word that the money is back turns failed into succeeded.
+var (
+	RefundRequested  = RefundState{"requested"}
+	RefundInProgress = RefundState{"pending"}
+	RefundDone       = RefundState{"succeeded"}
+	RefundRefused    = RefundState{"failed"}
+)
+
+func (s RefundState) String() string { return s.name }
+
+// Open reports whether the refund still waits for the provider: requested or pending.
+func (s RefundState) Open() bool { return s == RefundRequested || s == RefundInProgress }
+
+// ParseRefundState returns the RefundState named s.
+func ParseRefundState(s string) (RefundState, error) {
+	for _, st := range []RefundState{RefundRequested, RefundInProgress, RefundDone, RefundRefused} {
+		if st.name == s {
+			return st, nil
+		}
+	}
+	return RefundState{}, fmt.Errorf("unknown refund state %q", s)
+}
+
+// RefundIDOf is the id of payment paymentID's one refund: derived from the payment id, so a
+// retry after a crash asks the provider for the same refund again (it is the provider's
+// idempotency key), never for a second one.
+func RefundIDOf(paymentID string) string { return "refund-" + paymentID }
 
 // Refund is the one refund of a payment (refunds are whole: the order service refunds whole
 // orders, and stock sells whole orders).
 type Refund struct {
-	ID               string // our refund id: also the provider's idempotency key (out_refund_no)
-	ProviderRefundID string
+	ID               string // our refund id (RefundIDOf): also the provider's idempotency key
+	ProviderRefundID string // the provider's, once it said
 	Reason           string
-	At               time.Time
+	State            RefundState
+	RequestedAt      time.Time
+	At               time.Time // when the money was back; zero unless State is RefundDone
+	Attempts         int       // provider calls that failed transiently
+	NextAttemptAt    time.Time // when the next provider call is due after a failed one; zero: none scheduled
+	LastError        string    // the last failed call's error, or why the provider refused
 }
 
 // Payment is one provider transaction for an order. Fields are unexported: build a new one
@@ -316,20 +364,89 @@ func (p *Payment) CapturedMismatch() bool {
 	return p.status == Failed && (p.failureReason == ReasonAmountMismatch || p.failureReason == ReasonCurrencyMismatch)
 }
 
-// MarkRefunded records r as the payment's refund: succeeded → refunded, changed=true; also a
-// CapturedMismatch payment, whose failure reason then is the refund's (r.Reason). A payment
-// already refunded is left as it is (changed=false, nil): refunds are idempotent. Any other
-// failed payment took no money and returns ErrNotRefundable.
-func (p *Payment) MarkRefunded(r Refund) (changed bool, err error) {
+// RequestRefund records the request of p's one refund (RefundIDOf(p.ID())) for reason at at:
+// changed=true when it is new. A payment whose refund was requested before — in whatever
+// state it is, refunded included — changes nothing (changed=false, nil): a payment has one
+// refund. Allowed for a succeeded payment and for a CapturedMismatch one; any other failed
+// payment took no money and returns ErrNotRefundable.
+func (p *Payment) RequestRefund(reason string, at time.Time) (changed bool, err error) {
 	switch {
-	case p.status == Refunded:
+	case p.refund != nil || p.status == Refunded:
 		return false, nil
-	case p.status == Succeeded, p.CapturedMismatch():
-		if r.ID == "" || r.At.IsZero() {
-			return false, fmt.Errorf("refund payment %s: refund without id or time", p.id)
-		}
-		p.status, p.failureReason, p.refund, p.updatedAt = Refunded, "", &r, r.At
-		return true, nil
+	case p.status != Succeeded && !p.CapturedMismatch():
+		return false, fmt.Errorf("refund payment %s: %w: it is %s", p.id, ErrNotRefundable, p.status)
+	case at.IsZero():
+		return false, fmt.Errorf("refund payment %s: request without time", p.id)
 	}
-	return false, fmt.Errorf("refund payment %s: %w: it is %s", p.id, ErrNotRefundable, p.status)
+	p.refund = &Refund{ID: RefundIDOf(p.id), Reason: reason, State: RefundRequested, RequestedAt: at}
+	p.updatedAt = at
+	return true, nil
+}
+
+// ApplyRefundResult applies what the provider said of p's refund at at: succeeded completes it
+// (the payment becomes refunded; a CapturedMismatch payment's failure reason is then the
+// refund's), pending marks it pending, failed marks it failed with res.Reason. It returns
+// changed=false when the refund already stands there or further on — a refund that succeeded
+// stays succeeded whatever is said later, and a pending answer never takes a refund back from
+// failed — and an error when p has no refund.
+//
+// A succeeded answer for a failed refund completes it: the provider says the money is back,
+// which is what matters to the buyer (a human retried it at the provider, say).
+func (p *Payment) ApplyRefundResult(res RefundResult, at time.Time) (changed bool, err error) {
+	r := p.refund
+	if r == nil {
+		return false, fmt.Errorf("refund of payment %s: no refund was requested", p.id)
+	}
+	if res.ProviderRefundID != "" && r.ProviderRefundID == "" {
+		r.ProviderRefundID, changed = res.ProviderRefundID, true
+	}
+	switch {
+	case r.State == RefundDone:
+		return changed, nil
+	case res.Status == RefundSucceeded:
+		r.State, r.At, r.NextAttemptAt = RefundDone, at, time.Time{}
+		p.status, p.failureReason = Refunded, ""
+	case res.Status == RefundPending && r.State == RefundRequested:
+		r.State, r.NextAttemptAt = RefundInProgress, time.Time{}
+	case res.Status == RefundFailed && r.State.Open():
+		r.State, r.NextAttemptAt = RefundRefused, time.Time{}
+		r.LastError = res.Reason
+		if r.LastError == "" {
+			r.LastError = "the provider reported the refund failed"
+		}
+	case res.Status != RefundPending && res.Status != RefundFailed:
+		return false, fmt.Errorf("refund of payment %s: unknown provider refund status %q", p.id, res.Status)
+	default:
+		if changed {
+			p.updatedAt = at
+		}
+		return changed, nil
+	}
+	p.updatedAt = at
+	return true, nil
+}
+
+// RefundAttemptFailed records a provider call for p's requested refund that failed with a
+// transient error at at; the next is due at next. It changes nothing unless the refund is
+// still requested (a confirmation may have arrived meanwhile).
+func (p *Payment) RefundAttemptFailed(callErr string, at, next time.Time) (changed bool) {
+	r := p.refund
+	if r == nil || r.State != RefundRequested {
+		return false
+	}
+	r.Attempts++
+	r.LastError, r.NextAttemptAt = clip(callErr, 500), next
+	p.updatedAt = at
+	return true
+}
+
+// clip shortens s to at most n bytes (an error text for a column), on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }

@@ -73,23 +73,102 @@ func TestDuplicateWithOtherContentDoesNotMatch(t *testing.T) {
 func TestRefundOnceThenNoChange(t *testing.T) {
 	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
 	require.NoError(t, err)
-	r := payment.Refund{ID: "refund-pay-1", Reason: "sell_failed", At: now.Add(time.Minute)}
-	changed, err := p.MarkRefunded(r)
+	changed, err := p.RequestRefund("sell_failed", now.Add(time.Minute))
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, payment.Succeeded, p.Status(), "requested: the money is not back yet")
+	require.Equal(t, payment.RefundRequested, p.Refund().State)
+	assert.Equal(t, "refund-pay-1", p.Refund().ID)
+
+	changed, err = p.RequestRefund("again", now.Add(time.Hour))
+	require.NoError(t, err)
+	assert.False(t, changed, "one refund per payment")
+
+	changed, err = p.ApplyRefundResult(payment.RefundResult{ProviderRefundID: "re-1", Status: payment.RefundSucceeded}, now.Add(2*time.Minute))
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Equal(t, payment.Refunded, p.Status())
-	changed, err = p.MarkRefunded(payment.Refund{ID: "other", At: now.Add(time.Hour)})
+	assert.Equal(t, now.Add(2*time.Minute), p.Refund().At)
+	changed, err = p.RequestRefund("again", now.Add(time.Hour))
 	require.NoError(t, err)
 	assert.False(t, changed, "a refunded payment is not refunded again")
-	assert.Equal(t, "refund-pay-1", p.Refund().ID)
+	assert.Equal(t, "sell_failed", p.Refund().Reason)
+}
+
+// TestRefundResultsInEveryOrder: the provider's answers to the request, its notifications and
+// the job's queries arrive in any order; a refund moves forward only, and succeeded wins.
+func TestRefundResultsInEveryOrder(t *testing.T) {
+	pending := payment.RefundResult{ProviderRefundID: "re-1", Status: payment.RefundPending}
+	done := payment.RefundResult{ProviderRefundID: "re-1", Status: payment.RefundSucceeded}
+	failed := payment.RefundResult{Status: payment.RefundFailed, Reason: "account closed"}
+	tests := []struct {
+		name    string
+		results []payment.RefundResult
+		want    payment.RefundState
+		status  payment.Status
+	}{
+		{"pending then succeeded", []payment.RefundResult{pending, done}, payment.RefundDone, payment.Refunded},
+		{"succeeded then a late pending", []payment.RefundResult{done, pending}, payment.RefundDone, payment.Refunded},
+		{"succeeded then failed", []payment.RefundResult{done, failed}, payment.RefundDone, payment.Refunded},
+		{"pending then failed", []payment.RefundResult{pending, failed}, payment.RefundRefused, payment.Succeeded},
+		{"failed then a late pending", []payment.RefundResult{failed, pending}, payment.RefundRefused, payment.Succeeded},
+		{"failed then succeeded: the money is back", []payment.RefundResult{failed, done}, payment.RefundDone, payment.Refunded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+			require.NoError(t, err)
+			_, err = p.RequestRefund("r", now)
+			require.NoError(t, err)
+			for _, res := range tc.results {
+				_, err := p.ApplyRefundResult(res, now)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.want, p.Refund().State)
+			assert.Equal(t, tc.status, p.Status())
+			changed, err := p.ApplyRefundResult(tc.results[len(tc.results)-1], now)
+			require.NoError(t, err)
+			assert.False(t, changed, "the same answer again changes nothing")
+		})
+	}
+}
+
+func TestRefundResultErrors(t *testing.T) {
+	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	_, err = p.ApplyRefundResult(payment.RefundResult{Status: payment.RefundSucceeded}, now)
+	assert.Error(t, err, "no refund was requested")
+	_, err = p.RequestRefund("r", now)
+	require.NoError(t, err)
+	_, err = p.ApplyRefundResult(payment.RefundResult{}, now)
+	assert.Error(t, err, "a result without a status")
+	assert.Equal(t, payment.RefundRequested, p.Refund().State)
+}
+
+func TestRefundAttemptFailedCountsOnlyWhileRequested(t *testing.T) {
+	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	assert.False(t, p.RefundAttemptFailed("boom", now, now), "no refund")
+	_, err = p.RequestRefund("r", now)
+	require.NoError(t, err)
+	assert.True(t, p.RefundAttemptFailed("timeout", now, now.Add(time.Second)))
+	assert.True(t, p.RefundAttemptFailed("timeout again", now, now.Add(2*time.Second)))
+	assert.Equal(t, 2, p.Refund().Attempts)
+	assert.Equal(t, "timeout again", p.Refund().LastError)
+	assert.Equal(t, now.Add(2*time.Second), p.Refund().NextAttemptAt)
+	_, err = p.ApplyRefundResult(payment.RefundResult{Status: payment.RefundPending}, now)
+	require.NoError(t, err)
+	assert.False(t, p.RefundAttemptFailed("late", now, now), "pending: the provider has it")
+	assert.True(t, p.Refund().NextAttemptAt.IsZero())
 }
 
 func TestDeclinedPaymentIsNotRefundable(t *testing.T) {
 	p, err := payment.Record("pay-1", note(func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed }), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
 	require.NoError(t, err)
 	assert.False(t, p.CapturedMismatch(), "declined: the provider took nothing")
-	_, err = p.MarkRefunded(payment.Refund{ID: "r", At: now})
+	_, err = p.RequestRefund("r", now)
 	assert.ErrorIs(t, err, payment.ErrNotRefundable)
+	assert.Nil(t, p.Refund())
 }
 
 // TestMismatchedPaymentIsRefundable (F11): the provider captured 1 fen of a 9,800-fen order;
@@ -99,7 +178,11 @@ func TestMismatchedPaymentIsRefundable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, payment.Failed, p.Status())
 	assert.True(t, p.CapturedMismatch())
-	changed, err := p.MarkRefunded(payment.Refund{ID: "refund-pay-1", Reason: payment.ReasonAmountMismatch, At: now})
+	changed, err := p.RequestRefund(payment.ReasonAmountMismatch, now)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.True(t, p.CapturedMismatch(), "still failed until the money is back")
+	changed, err = p.ApplyRefundResult(payment.RefundResult{Status: payment.RefundSucceeded}, now)
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Equal(t, payment.Refunded, p.Status())

@@ -144,3 +144,37 @@ func (r *Registry) Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Replier returns the Replier of the provider called name, or nil when there is no such
+// provider or it answers with the adapter's JSON.
+func (r *Registry) Replier(name string) Replier {
+	rp, _ := r.providers[name].(Replier)
+	return rp
+}
+
+// Queriers returns the names of the registered providers that can be asked for an order's
+// payment (Querier), sorted.
+func (r *Registry) Queriers() []string {
+	var names []string
+	for _, n := range r.Names() {
+		if _, ok := r.providers[n].(Querier); ok {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// Querier returns the querier of the provider called name. It returns an error wrapping
+// ErrUnknownProvider when there is no such provider, and a plain error when the provider
+// cannot be asked.
+func (r *Registry) Querier(name string) (Querier, error) {
+	p, err := r.Provider(name)
+	if err != nil {
+		return nil, err
+	}
+	q, ok := p.(Querier)
+	if !ok {
+		return nil, fmt.Errorf("payment provider %q cannot be asked for payments", name)
+	}
+	return q, nil
+}

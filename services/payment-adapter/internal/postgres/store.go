@@ -44,8 +44,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // RememberOrder implements app.Store.
 func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error) {
 	duplicate, err = outbox.InTx(ctx, s.pool, &in, func(tx pgx.Tx) ([]events.Message, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency, traceparent) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency, nullString(o.Traceparent))
+		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency, traceparent, payment_deadline) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency, nullString(o.Traceparent), nullTime(o.PaymentDeadline))
 		if err != nil {
 			return nil, fmt.Errorf("insert order total: %w", err)
 		}
@@ -85,13 +85,16 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 			return err
 		}
 		snap := np.Snapshot()
+		rf := refundColumns(snap.Refund)
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO payments (payment_id, provider, provider_txn_id, order_id, amount, currency, status,
-			                      failure_reason, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			                      failure_reason, created_at, updated_at,
+			                      refund_id, provider_refund_id, refund_reason, refunded_at, refund_status,
+			                      refund_attempts, refund_next_attempt_at, refund_last_error, refund_requested_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 			ON CONFLICT (provider, provider_txn_id) DO NOTHING`,
-			snap.ID, snap.Provider, snap.ProviderTxnID, snap.OrderID, snap.Amount, snap.Currency, snap.Status.String(),
-			nullString(snap.FailureReason), snap.CreatedAt, snap.UpdatedAt)
+			append([]any{snap.ID, snap.Provider, snap.ProviderTxnID, snap.OrderID, snap.Amount, snap.Currency, snap.Status.String(),
+				nullString(snap.FailureReason), snap.CreatedAt, snap.UpdatedAt}, rf...)...)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -114,20 +117,29 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 // UpdatePayments implements app.Store.
 func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.Selector,
 	fn func(*payment.Payment) (bool, []events.Message, error)) (duplicate bool, found int, err error) {
-	if (sel.PaymentID == "") == (sel.OrderID == "") {
-		return false, 0, errors.New("update payments: select by exactly one of payment id and order id")
+	picks := 0
+	for _, set := range []bool{sel.PaymentID != "", sel.OrderID != "", sel.ProviderTxnID != ""} {
+		if set {
+			picks++
+		}
+	}
+	if picks != 1 || (sel.ProviderTxnID != "") != (sel.Provider != "") {
+		return false, 0, errors.New("update payments: select by exactly one of payment id, order id and provider transaction")
 	}
 	duplicate, err = outbox.InTx(ctx, s.pool, in, func(tx pgx.Tx) ([]events.Message, error) {
-		where, arg := "payment_id = $1", sel.PaymentID
-		if sel.OrderID != "" {
-			where, arg = "order_id = $1", sel.OrderID
+		where, args := "payment_id = $1", []any{sel.PaymentID}
+		switch {
+		case sel.OrderID != "":
+			where, args = "order_id = $1", []any{sel.OrderID}
+		case sel.ProviderTxnID != "":
+			where, args = "provider = $1 AND provider_txn_id = $2", []any{sel.Provider, sel.ProviderTxnID}
 		}
-		ps, err := query(ctx, tx, selectPayments+` WHERE `+where+` ORDER BY created_at, payment_id FOR UPDATE`, arg)
+		ps, err := query(ctx, tx, selectPayments+` WHERE `+where+` ORDER BY created_at, payment_id FOR UPDATE`, args...)
 		if err != nil {
 			return nil, err
 		}
-		if len(ps) == 0 && sel.PaymentID != "" {
-			return nil, fmt.Errorf("%w: %s", payment.ErrNotFound, sel.PaymentID) // rolls back the claim
+		if len(ps) == 0 && sel.OrderID == "" {
+			return nil, fmt.Errorf("%w: %s%s", payment.ErrNotFound, sel.PaymentID, sel.ProviderTxnID) // rolls back the claim
 		}
 		found = len(ps)
 		var msgs []events.Message
@@ -154,20 +166,27 @@ func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.S
 // save writes the mutable columns of p: status and refund.
 func save(ctx context.Context, tx pgx.Tx, p *payment.Payment) error {
 	snap := p.Snapshot()
-	var refundID, providerRefundID, reason *string
-	var at *time.Time
-	if r := snap.Refund; r != nil {
-		refundID, providerRefundID, reason, at = &r.ID, &r.ProviderRefundID, &r.Reason, &r.At
-	}
 	_, err := tx.Exec(ctx, `
-		UPDATE payments SET status = $2, failure_reason = $3, refund_id = $4, provider_refund_id = $5,
-		       refund_reason = $6, refunded_at = $7, updated_at = $8
+		UPDATE payments SET status = $2, failure_reason = $3, updated_at = $4,
+		       refund_id = $5, provider_refund_id = $6, refund_reason = $7, refunded_at = $8, refund_status = $9,
+		       refund_attempts = $10, refund_next_attempt_at = $11, refund_last_error = $12, refund_requested_at = $13
 		 WHERE payment_id = $1`,
-		snap.ID, snap.Status.String(), nullString(snap.FailureReason), refundID, providerRefundID, reason, at, snap.UpdatedAt)
+		append([]any{snap.ID, snap.Status.String(), nullString(snap.FailureReason), snap.UpdatedAt}, refundColumns(snap.Refund)...)...)
 	if err != nil {
 		return fmt.Errorf("save payment %s: %w", snap.ID, err)
 	}
 	return nil
+}
+
+// refundColumns are the values of refund_id, provider_refund_id, refund_reason, refunded_at,
+// refund_status, refund_attempts, refund_next_attempt_at, refund_last_error and
+// refund_requested_at for r (all NULL but the attempts for none).
+func refundColumns(r *payment.Refund) []any {
+	if r == nil {
+		return []any{nil, nil, nil, nil, nil, 0, nil, nil, nil}
+	}
+	return []any{r.ID, nullString(r.ProviderRefundID), nullString(r.Reason), nullTime(r.At), r.State.String(),
+		r.Attempts, nullTime(r.NextAttemptAt), nullString(r.LastError), r.RequestedAt}
 }
 
 // Get implements app.Store.
@@ -193,6 +212,42 @@ func (s *Store) ListSucceeded(ctx context.Context, from, to time.Time, limit int
 		ORDER BY created_at, payment_id LIMIT $3`, from, to, limit)
 }
 
+// ListOpenRefunds implements app.Store.
+func (s *Store) ListOpenRefunds(ctx context.Context, requestedBefore time.Time, limit int) ([]*payment.Payment, error) {
+	return query(ctx, s.pool, selectPayments+` WHERE refund_status IN ('requested', 'pending') AND refund_requested_at < $1
+		ORDER BY refund_requested_at, payment_id LIMIT $2`, requestedBefore, limit)
+}
+
+// ListFailedRefunds implements app.Store.
+func (s *Store) ListFailedRefunds(ctx context.Context, limit int) ([]*payment.Payment, error) {
+	return query(ctx, s.pool, selectPayments+` WHERE refund_status = 'failed' ORDER BY refund_requested_at, payment_id LIMIT $1`, limit)
+}
+
+// ListUnpaidOrders implements app.Store.
+func (s *Store) ListUnpaidOrders(ctx context.Context, createdBefore, deadlineAfter, createdAfter time.Time, limit int) ([]payment.OrderTotal, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT o.order_id, o.total, o.currency, coalesce(o.traceparent, ''), o.payment_deadline, o.created_at
+		  FROM order_totals o
+		 WHERE o.created_at < $1
+		   AND (o.payment_deadline > $2 OR (o.payment_deadline IS NULL AND o.created_at > $3))
+		   AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.order_id AND p.status IN ('succeeded', 'refunded'))
+		 ORDER BY o.created_at, o.order_id LIMIT $4`, createdBefore, deadlineAfter, createdAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unpaid orders: %w", err)
+	}
+	orders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payment.OrderTotal, error) {
+		var o payment.OrderTotal
+		var deadline *time.Time
+		err := r.Scan(&o.OrderID, &o.Total, &o.Currency, &o.Traceparent, &deadline, &o.CreatedAt)
+		o.PaymentDeadline, o.CreatedAt = utc(deadline), o.CreatedAt.UTC()
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list unpaid orders: %w", err)
+	}
+	return orders, nil
+}
+
 func byTxn(ctx context.Context, q querier, provider, txnID string) (*payment.Payment, error) {
 	ps, err := query(ctx, q, selectPayments+` WHERE provider = $1 AND provider_txn_id = $2`, provider, txnID)
 	if err != nil {
@@ -210,7 +265,9 @@ type querier interface {
 
 const selectPayments = `
 	SELECT payment_id, provider, provider_txn_id, order_id, amount, currency, status, coalesce(failure_reason, ''),
-	       refund_id, coalesce(provider_refund_id, ''), coalesce(refund_reason, ''), refunded_at, created_at, updated_at
+	       refund_id, coalesce(provider_refund_id, ''), coalesce(refund_reason, ''), refunded_at,
+	       refund_status, refund_attempts, refund_next_attempt_at, coalesce(refund_last_error, ''), refund_requested_at,
+	       created_at, updated_at
 	  FROM payments`
 
 func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.Payment, error) {
@@ -220,14 +277,16 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.
 	}
 	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*payment.Payment, error) {
 		var (
-			s                          payment.Snapshot
-			status                     string
-			refundID                   *string
-			providerRefundID, rfReason string
-			refundedAt                 *time.Time
+			s                                 payment.Snapshot
+			status                            string
+			refundID, refundStatus            *string
+			providerRefundID, rfReason, rfErr string
+			refundedAt, nextAt, requestedAt   *time.Time
+			attempts                          int
 		)
 		if err := r.Scan(&s.ID, &s.Provider, &s.ProviderTxnID, &s.OrderID, &s.Amount, &s.Currency, &status, &s.FailureReason,
-			&refundID, &providerRefundID, &rfReason, &refundedAt, &s.CreatedAt, &s.UpdatedAt); err != nil {
+			&refundID, &providerRefundID, &rfReason, &refundedAt, &refundStatus, &attempts, &nextAt, &rfErr, &requestedAt,
+			&s.CreatedAt, &s.UpdatedAt); err != nil {
 			return nil, err
 		}
 		st, err := payment.ParseStatus(status)
@@ -235,8 +294,21 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.
 			return nil, err
 		}
 		s.Status = st
-		if refundID != nil && refundedAt != nil {
-			s.Refund = &payment.Refund{ID: *refundID, ProviderRefundID: providerRefundID, Reason: rfReason, At: refundedAt.UTC()}
+		if refundID != nil {
+			rf := &payment.Refund{ID: *refundID, ProviderRefundID: providerRefundID, Reason: rfReason, Attempts: attempts,
+				LastError: rfErr, At: utc(refundedAt), NextAttemptAt: utc(nextAt), RequestedAt: utc(requestedAt)}
+			switch {
+			case refundStatus != nil:
+				if rf.State, err = payment.ParseRefundState(*refundStatus); err != nil {
+					return nil, err
+				}
+			default: // written by a payment-adapter from before two-step refunds: refunded at once
+				rf.State = payment.RefundDone
+			}
+			if rf.RequestedAt.IsZero() {
+				rf.RequestedAt = rf.At
+			}
+			s.Refund = rf
 		}
 		s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 		return payment.Restore(s), nil
@@ -245,6 +317,20 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.
 		return nil, fmt.Errorf("read payments: %w", err)
 	}
 	return ps, nil
+}
+
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func nullString(s string) *string {

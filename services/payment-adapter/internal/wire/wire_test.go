@@ -91,6 +91,7 @@ func (s *system) settle() {
 	s.t.Helper()
 	natstest.WaitSettled(s.t, s.js, natsx.StreamOrder, consumers.OrderCreated, consumers.OrderRefundRequested)
 	natstest.WaitSettled(s.t, s.js, natsx.StreamStock, consumers.StockSellFailed)
+	natstest.WaitSettled(s.t, s.js, natsx.StreamPayment, consumers.RefundRequested)
 	require.Eventually(s.t, func() bool {
 		var pending int
 		require.NoError(s.t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&pending))
@@ -154,19 +155,22 @@ func TestPaymentAndRefundFlowOverNATS(t *testing.T) {
 	require.NoError(t, err)
 
 	// The late payment could not be sold: refund it, once, however often stock says so; the
-	// order's own refund request then finds nothing left to refund.
+	// order's own refund request then finds nothing left to refund. The refund is recorded
+	// (payment.refund_requested), and payment-adapter's own consumer of that asks the
+	// provider and emits payment.refunded.
 	s.publish(events.StockSellFailed{OrderID: "ord-1", PaymentID: paid.PaymentID, Reason: "insufficient_stock"})
 	s.publish(events.StockSellFailed{OrderID: "ord-1", PaymentID: paid.PaymentID, Reason: "insufficient_stock"})
 	s.publish(events.OrderRefundRequested{OrderID: "ord-1", Reason: "buyer"})
-	require.Eventually(t, func() bool { return len(s.stream(natsx.StreamPayment)) == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(s.stream(natsx.StreamPayment)) == 3 }, 10*time.Second, 20*time.Millisecond)
 
 	// A refund of a payment never issued is poison: dead-lettered, never retried forever.
 	s.publish(events.StockSellFailed{OrderID: "ord-1", PaymentID: "pay-unknown", Reason: "no_lock"})
 	require.Eventually(t, func() bool { return len(s.stream(natsx.StreamDeadLetter)) == 1 }, 10*time.Second, 20*time.Millisecond)
 
 	s.settle() // every message was handled and whatever it emitted published: a wrong extra event would show
-	assert.Equal(t, []string{events.SubjectPaymentSucceeded, events.SubjectPaymentRefunded}, s.subjects(natsx.StreamPayment))
-	refunded := s.stream(natsx.StreamPayment)[1]
+	assert.Equal(t, []string{events.SubjectPaymentSucceeded, events.SubjectPaymentRefundRequested, events.SubjectPaymentRefunded},
+		s.subjects(natsx.StreamPayment))
+	refunded := s.stream(natsx.StreamPayment)[2]
 	_, ev, err := events.Decode[events.PaymentRefunded](refunded.Data)
 	require.NoError(t, err)
 	assert.Equal(t, events.PaymentRefunded{PaymentID: paid.PaymentID, OrderID: "ord-1", Amount: 9800}, ev)
