@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/service"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
@@ -54,6 +55,16 @@ type Config struct {
 	// AvailabilityLow: a SKU with 1 to this many available units is "low" on the storefront
 	// rather than "in_stock"; 0: never low.
 	AvailabilityLow int64 `env:"STOCK_AVAILABILITY_LOW" envDefault:"10"`
+	// Gate is the flash-sale gate in Redis (REDIS_URL, GATE_TIMEOUT) that POST
+	// /v1/skus/{sku}/gate arms from the database and the gate job keeps equal to it; no URL:
+	// no gate, the routes answer 503 gate_unavailable.
+	Gate gate.Config
+	// GateInterval is how often the gate job checks armed and planned gates against the
+	// database (and arms a planned one at its time): during a sale and after it. 100ms to 1h.
+	GateInterval time.Duration `env:"RECONCILE_GATE_INTERVAL" envDefault:"5s"`
+	// GateOrphanAge: units an order took at the gate come back when stock has not seen the
+	// order this long after the take (an order service that died between take and create).
+	GateOrphanAge time.Duration `env:"RECONCILE_GATE_ORPHAN_AGE" envDefault:"2m"`
 }
 
 // Load reads the configuration from environ (os.Environ form) over the service's defaults.
@@ -97,6 +108,15 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	if err := c.Gate.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.GateInterval < 100*time.Millisecond || c.GateInterval > time.Hour {
+		errs = append(errs, errors.New("RECONCILE_GATE_INTERVAL must be between 100ms and 1h"))
+	}
+	if c.GateOrphanAge < 10*time.Second || c.GateOrphanAge > 24*time.Hour {
+		errs = append(errs, errors.New("RECONCILE_GATE_ORPHAN_AGE must be between 10s and 24h"))
 	}
 	if c.AvailabilityTTL < 100*time.Millisecond || c.AvailabilityTTL > time.Minute {
 		errs = append(errs, errors.New("STOCK_AVAILABILITY_TTL must be between 100ms and 1m"))

@@ -22,7 +22,11 @@ const MaxAvailabilitySKUs = 100
 // Option adds an optional part to the API Handler serves.
 type Option func(*parts)
 
-type parts struct{ availability *app.Availability }
+// parts are the optional parts of the API.
+type parts struct {
+	availability *app.Availability
+	gates        *app.Gates
+}
 
 // WithAvailability serves GET /v1/availability from a. Without it the route answers
 // 503 availability_not_ready.
@@ -31,11 +35,7 @@ func WithAvailability(a *app.Availability) Option {
 }
 
 // availabilityServer is the route of GET /v1/availability on the read model with names.
-func availabilityServer(t httpx.Transport, with []Option) http.Handler {
-	var p parts
-	for _, opt := range with {
-		opt(&p)
-	}
+func availabilityServer(t httpx.Transport, p parts) http.Handler {
 	return httpx.Server(t, decodeAvailability, func(ctx context.Context, skus []string) (availabilityResponse, error) {
 		if p.availability == nil {
 			return availabilityResponse{}, app.ErrAvailabilityNotReady

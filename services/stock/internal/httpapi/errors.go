@@ -51,6 +51,7 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: stock.ErrAdjustmentDecided, Code: httpx.NewCode(http.StatusConflict, "adjustment_decided")},
 	{Err: stock.ErrStocktakeConflict, Code: httpx.NewCode(http.StatusConflict, "stocktake_conflict")},
 	{Err: stock.ErrSelfApproval, Code: httpx.NewCode(http.StatusForbidden, "self_approval")},
+	{Err: app.ErrGateUnavailable, Code: httpx.NewCode(http.StatusServiceUnavailable, "gate_unavailable")},
 	{Err: app.ErrAvailabilityNotReady, Code: httpx.NewCode(http.StatusServiceUnavailable, "availability_not_ready"),
 		Header: func(error) http.Header { return http.Header{"Retry-After": {"1"}} }},
 	{Match: numericOverflow, Code: httpx.NewCode(http.StatusUnprocessableEntity, "quantity_overflow"), Message: httpx.Text("the quantities would overflow")},

@@ -21,6 +21,10 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	mux := http.NewServeMux()
 	t := httpx.Transport{Log: log, Errors: errs}
 	e := endpoints{svc}
+	var p parts
+	for _, opt := range with {
+		opt(&p)
+	}
 	var (
 		readers  = auth.Readers
 		ops      = []auth.Role{auth.Operator, auth.Admin}
@@ -46,7 +50,9 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 	mux.Handle("POST /v1/internal/orders/{id}/ship", v.Require(httpx.Server(t, decodeOrderPath, resolve(svc.ShipOrder)), service...))
 	mux.Handle("POST /v1/internal/orders/{id}/refund", v.Require(httpx.Server(t, decodeOrderPath, resolve(svc.RefundOrder)), service...))
 	mux.Handle("POST /v1/internal/orders/{id}/release", v.Require(httpx.Server(t, decodeRelease, e.releaseOrder), service...))
-	mux.Handle("GET /v1/availability", availabilityServer(t, with))
+	mux.Handle("GET /v1/availability", availabilityServer(t, p))
+	gateRoutes(mux, t, p, func(h http.Handler) http.Handler { return v.Require(h, readers...) },
+		func(h http.Handler) http.Handler { return v.Require(h, ops...) })
 	mux.Handle("POST /v1/admin/verify", v.Require(httpx.Server(t, httpx.NoRequest, e.verify), ops...))
 	mux.Handle("POST /v1/admin/rebuild", v.Require(httpx.Server(t, httpx.NoRequest, e.rebuild), admin...))
 	mux.Handle("GET /v1/admin/overdue-locks", v.Require(httpx.Server(t, decodeOverdue, e.overdueLocks), readers...))
