@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,9 +55,11 @@ func run(m *testing.M) int {
 	defer traces.Close()
 	opts := launcher.Options{
 		Root: root, RunDir: runDir, DatabaseURL: pgtest.ServerURL(),
-		Ports:    map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
-		DBPrefix: prefix,
+		Ports:     map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
+		DBPrefix:  prefix,
+		RedisPort: freePort(),
 		Env: []string{
+			"RECONCILE_GATE_INTERVAL=500ms", // the gate job re-arms within a second (gate_test.go)
 			"PAYMENT_SANDBOX_SECRET=" + sandboxSecret,
 			"TIMEOUT_SWEEP_INTERVAL=500ms",
 			"CONSUMER_ACK_WAIT=3s", // a SIGKILLed consumer's deliveries come back in 3 s, not 30
@@ -128,6 +131,16 @@ func dropDatabases(prefix string) {
 	for _, n := range names {
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)")
 	}
+}
+
+// freePort is a TCP port nothing listens on now.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func randomHex(n int) string {

@@ -79,3 +79,25 @@ func ensureRedis(_ context.Context, o Options) (string, error) {
 	}
 	return "", fmt.Errorf("redis-server did not start; see %s", o.path("logs", "redis.log"))
 }
+
+// StopRedis kills the throwaway redis-server Up started (a Redis outage, for tests); its
+// data is gone, as after a crash of a Redis that keeps nothing on disk.
+func (s *System) StopRedis() error {
+	pid := readPid(s.opts.path("pids", "redis.pid"))
+	if pid <= 0 {
+		return fmt.Errorf("stop redis: this system started no redis-server")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("stop redis: %w", err)
+	}
+	waitGone(pid, 5*time.Second)
+	return nil
+}
+
+// StartRedis starts the throwaway redis-server again, empty, on its port.
+func (s *System) StartRedis(ctx context.Context) error {
+	o := s.opts
+	o.RedisURL = ""
+	_, err := ensureRedis(ctx, o)
+	return err
+}
