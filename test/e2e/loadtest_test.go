@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/tools/loadtest"
 )
 
@@ -38,4 +39,37 @@ func TestLoadTestSmall(t *testing.T) {
 	assert.GreaterOrEqual(t, rep.AwaitP99, rep.AwaitP50)
 	assert.Equal(t, int64(150), rep.After.Locked)
 	assert.Equal(t, int64(0), rep.After.Available, "units default to rate × duration")
+}
+
+// TestStormShort is the sold-out storm in small: 2,000 buyers within 2 s on 200 units, gate off
+// then on. Both runs lock exactly the 200 units and nothing oversells; with the gate the
+// 1,800 losers are answered 409 sold_out and cost no order row. The figures are printed, not
+// asserted (make loadtest SCENARIO=storm measures them at full size).
+func TestStormShort(t *testing.T) {
+	cfg := loadtest.DefaultStorm()
+	cfg.OrderURL, cfg.StockURL = sys.URLs["order"], sys.URLs["stock"]
+	cfg.DatabaseURL, cfg.DBPrefix = pgtest.ServerURL(), dbPrefix
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg.Signer = signer
+	cfg.Buyers, cfg.Units, cfg.Window, cfg.Grace, cfg.MaxWorkers = 2000, 200, 2*time.Second, time.Minute, 500
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := loadtest.Storm(ctx, cfg, nil)
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, rep.WriteText(&b))
+	t.Logf("\n%s", b.String())
+
+	assert.False(t, rep.Failed(), "%s", b.String())
+	require.Len(t, rep.Runs, 2)
+	for _, r := range rep.Runs {
+		assert.Equal(t, 200, r.Winners, r.Mode)
+		assert.Equal(t, int64(200), r.After.Locked, r.Mode)
+		assert.Equal(t, 1800, r.Losers, r.Mode)
+	}
+	off, on := rep.Runs[0], rep.Runs[1]
+	assert.Equal(t, 1800, off.LoserRows, "without the gate every loser costs an order")
+	assert.Zero(t, on.LoserRows, "with the gate no loser costs an order")
+	assert.Equal(t, 1800, on.Codes[409], "%v", on.Codes)
 }

@@ -34,6 +34,9 @@ const sandboxSecret = "e2e-sandbox-secret"
 
 var sys *launcher.System
 
+// dbPrefix starts the names of this run's databases (e2e_<random>_order, …).
+var dbPrefix = "e2e_" + randomHex(4) + "_"
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -50,7 +53,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	prefix := "e2e_" + randomHex(4) + "_"
+	prefix := dbPrefix
 	traces = newTraceReceiver() // every service exports its spans here (trace_test.go)
 	defer traces.Close()
 	opts := launcher.Options{

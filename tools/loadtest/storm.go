@@ -246,8 +246,8 @@ func storm(ctx context.Context, c *flashsale.Client, cfg StormConfig, mode, runI
 	run.Winners, run.Losers = len(winners), run.Sent-len(winners)
 	slices.Sort(winners)
 	slices.Sort(losers)
-	run.WinnerP50, run.WinnerP99 = percentile(winners, 0, 50), percentile(winners, 0, 99)
-	run.LoserP50, run.LoserP99 = percentile(losers, 0, 50), percentile(losers, 0, 99)
+	run.WinnerP50, run.WinnerP99 = percentile(winners, 0, 0.50), percentile(winners, 0, 0.99)
+	run.LoserP50, run.LoserP99 = percentile(losers, 0, 0.50), percentile(losers, 0, 0.99)
 	if run.After, err = c.SKU(ctx, run.SKU); err != nil {
 		return run, err
 	}
@@ -293,6 +293,9 @@ func stormAttack(ctx context.Context, cfg StormConfig, run *StormRun, rate int, 
 	var m vegeta.Metrics
 	seen := map[string]bool{}
 	for res := range results {
+		if res.Error == vegeta.ErrNoTargets.Error() {
+			continue // a worker that found every buyer sent: no request was made
+		}
 		m.Add(res)
 		run.Codes[int(res.Code)]++
 		var o struct {
