@@ -43,7 +43,7 @@ func TestLoadTestSmall(t *testing.T) {
 
 // TestStormShort is the sold-out storm in small: 2,000 buyers within 2 s on 200 units, gate off
 // then on. Both runs lock exactly the 200 units and nothing oversells; with the gate the
-// 1,800 losers are answered 409 sold_out and cost no order row. The figures are printed, not
+// losers are answered 409 sold_out and cost no order row. The figures are printed, not
 // asserted (make loadtest SCENARIO=storm measures them at full size).
 func TestStormShort(t *testing.T) {
 	cfg := loadtest.DefaultStorm()
@@ -63,13 +63,14 @@ func TestStormShort(t *testing.T) {
 
 	assert.False(t, rep.Failed(), "%s", b.String())
 	require.Len(t, rep.Runs, 2)
-	for _, r := range rep.Runs {
+	for _, r := range rep.Runs { // a slow machine (-race) may not send every buyer in time
 		assert.Equal(t, 200, r.Winners, r.Mode)
 		assert.Equal(t, int64(200), r.After.Locked, r.Mode)
-		assert.Equal(t, 1800, r.Losers, r.Mode)
+		assert.Equal(t, r.Sent-200, r.Losers, r.Mode)
+		assert.Greater(t, r.Sent, 1000, r.Mode)
 	}
 	off, on := rep.Runs[0], rep.Runs[1]
-	assert.Equal(t, 1800, off.LoserRows, "without the gate every loser costs an order")
+	assert.Equal(t, off.Losers, off.LoserRows, "without the gate every loser costs an order")
 	assert.Zero(t, on.LoserRows, "with the gate no loser costs an order")
-	assert.Equal(t, 1800, on.Codes[409], "%v", on.Codes)
+	assert.Equal(t, on.Losers, on.Codes[409], "%v", on.Codes)
 }
