@@ -40,7 +40,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/alipay"
@@ -55,9 +54,19 @@ const (
 // beijing is China Standard Time, the zone of Alipay's times.
 var beijing = time.FixedZone("CST", 8*60*60)
 
+// TB is the part of testing.TB the double uses, so it also runs outside go test (paysim, the
+// provider simulator, passes its own): Fatalf must not return normally — testing's ends the
+// goroutine, paysim's panics — and Cleanup's funcs run when the double is done with.
+// *testing.T, *testing.B and *testing.F satisfy it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Server is an Alipay gateway test double. Build it with New.
 type Server struct {
-	t      testing.TB
+	t      TB
 	srv    *httptest.Server
 	cfg    alipay.Config
 	app    *rsa.PublicKey
@@ -91,8 +100,8 @@ type Refund struct {
 	At           time.Time
 }
 
-// New starts a server with fresh keys; it is closed when t ends.
-func New(t testing.TB) *Server {
+// New starts a server with fresh keys; it is closed when t's cleanups run (a test's end).
+func New(t TB) *Server {
 	t.Helper()
 	keys, errs := make([]*rsa.PrivateKey, 2), make([]error, 2)
 	var wg sync.WaitGroup

@@ -43,7 +43,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v82"
@@ -97,9 +96,19 @@ type apiError struct {
 	typ, code, text string
 }
 
+// TB is the part of testing.TB the double uses, so it also runs outside go test (paysim, the
+// provider simulator, passes its own): Fatalf must not return normally — testing's ends the
+// goroutine, paysim's panics — and Cleanup's funcs run when the double is done with.
+// *testing.T, *testing.B and *testing.F satisfy it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Server is the double. Its methods are safe for concurrent use with the requests it serves.
 type Server struct {
-	t      testing.TB
+	t      TB
 	srv    *httptest.Server
 	apiKey string
 	secret string
@@ -114,8 +123,8 @@ type Server struct {
 	fail       map[string][]apiError
 }
 
-// New starts a double, closed when the test ends.
-func New(t testing.TB) *Server {
+// New starts a double, closed when t's cleanups run (a test's end).
+func New(t TB) *Server {
 	t.Helper()
 	s := &Server{
 		t: t, apiKey: "sk_test_" + rand.Text(), secret: "whsec_" + rand.Text(),
