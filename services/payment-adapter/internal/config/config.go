@@ -36,8 +36,27 @@ type Config struct {
 	PaidNotSoldAge time.Duration `env:"RECONCILE_PAID_NOT_SOLD_AGE" envDefault:"2m"`
 	// PaidNotSoldLookback is how far back that job looks: older payments are settled history.
 	PaidNotSoldLookback time.Duration `env:"RECONCILE_PAID_NOT_SOLD_LOOKBACK" envDefault:"24h"`
-	// ReconcileBatch is how many payments one run of that job checks at most.
+	// ReconcileBatch is how many records one run of a job looks at most: payments
+	// (paid_not_sold), refunds (unconfirmed_refunds, and as many failed ones), provider queries
+	// (lost_callbacks: orders × providers that can be asked).
 	ReconcileBatch int `env:"RECONCILE_BATCH" envDefault:"500"`
+	// RefundsInterval is how often the unconfirmed refunds job asks the providers about
+	// refunds still requested or pending and reports failed ones; 0: off.
+	RefundsInterval time.Duration `env:"RECONCILE_REFUNDS_INTERVAL" envDefault:"1m"`
+	// RefundsAge is how long a refund may stay requested or pending before that job asks: the
+	// consumer's own call and the provider's notification normally settle it well within it.
+	RefundsAge time.Duration `env:"RECONCILE_REFUNDS_AGE" envDefault:"2m"`
+	// LostCallbacksInterval is how often the lost callbacks job asks the providers about orders
+	// still awaiting payment; 0: off.
+	LostCallbacksInterval time.Duration `env:"RECONCILE_LOST_CALLBACKS_INTERVAL" envDefault:"1m"`
+	// LostCallbacksAge is how long payment-adapter must have known an unpaid order before that
+	// job asks about it: a paying buyer's callback normally arrives within it.
+	LostCallbacksAge time.Duration `env:"RECONCILE_LOST_CALLBACKS_AGE" envDefault:"2m"`
+
+	// The real providers (providers.go), each on when its required settings are set.
+	Stripe
+	WeChatPay
+	Alipay
 }
 
 // Load reads the configuration from environ (os.Environ form), fills in payment-adapter's
@@ -68,6 +87,15 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))
+	}
+	if c.RefundsInterval < 0 || c.RefundsAge < 0 {
+		errs = append(errs, errors.New("RECONCILE_REFUNDS_INTERVAL and RECONCILE_REFUNDS_AGE must not be negative"))
+	}
+	if c.LostCallbacksInterval < 0 || c.LostCallbacksAge < 0 {
+		errs = append(errs, errors.New("RECONCILE_LOST_CALLBACKS_INTERVAL and RECONCILE_LOST_CALLBACKS_AGE must not be negative"))
+	}
+	if _, err := c.RealProviders(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid config: %w", err)

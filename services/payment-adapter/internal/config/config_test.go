@@ -38,3 +38,33 @@ func TestLogMasksSecrets(t *testing.T) {
 	assert.NotContains(t, buf.String(), "hunter2")
 	assert.Contains(t, buf.String(), "PAYMENT_SANDBOX_SECRET")
 }
+
+// A provider is on with all of its required settings, off with none, and refused with some;
+// a key that does not parse is refused at startup, and the log masks the providers' secrets.
+func TestProvidersAreAllOrNothing(t *testing.T) {
+	base := []string{"PAYMENT_SANDBOX_SECRET=s"}
+	cfg, err := config.Load(base)
+	require.NoError(t, err)
+	ps, err := cfg.Providers()
+	require.NoError(t, err)
+	require.Len(t, ps, 1, "the sandbox alone")
+
+	stripeEnv := append(base, "PAYMENT_STRIPE_API_KEY=sk_test_very-secret", "PAYMENT_STRIPE_WEBHOOK_SECRET=whsec_also-secret")
+	cfg, err = config.Load(stripeEnv)
+	require.NoError(t, err)
+	ps, err = cfg.Providers()
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+	assert.Equal(t, "stripe", ps[1].Name())
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", service.LogAttrs(cfg)...)
+	assert.NotContains(t, buf.String(), "very-secret")
+	assert.NotContains(t, buf.String(), "also-secret")
+
+	_, err = config.Load(append(base, "PAYMENT_STRIPE_API_KEY=sk_test_x"))
+	require.ErrorContains(t, err, "Stripe is configured in part: PAYMENT_STRIPE_WEBHOOK_SECRET missing")
+	_, err = config.Load(append(base, "PAYMENT_WECHATPAY_MCH_ID=1900000001"))
+	require.ErrorContains(t, err, "WeChat Pay is configured in part")
+	_, err = config.Load(append(base, "PAYMENT_ALIPAY_APP_ID=2021", "PAYMENT_ALIPAY_APP_PRIVATE_KEY=not-a-key", "PAYMENT_ALIPAY_PUBLIC_KEY=nor-this"))
+	require.ErrorContains(t, err, "PAYMENT_ALIPAY_")
+}

@@ -1,5 +1,8 @@
-// Package reconcile holds payment-adapter's reconciliation job (DESIGN §6, run by
-// pkg/reconcile): payments that succeeded but that stock never sold.
+// Package reconcile holds payment-adapter's reconciliation jobs (DESIGN §6, run by
+// pkg/reconcile): payments that succeeded but that stock never sold (paid_not_sold), refunds
+// the provider has not confirmed (unconfirmed_refunds) and payments whose callback never
+// arrived (lost_callbacks). Each repairs through the app's use cases, the paths a message or
+// a callback takes.
 package reconcile
 
 import (

@@ -22,7 +22,6 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/httpapi"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 	paymentpg "github.com/stockflow/stockflow/services/payment-adapter/internal/postgres"
-	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/sandbox"
 	paymentreconcile "github.com/stockflow/stockflow/services/payment-adapter/internal/reconcile"
 )
 
@@ -41,23 +40,30 @@ func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts
 }
 
 // Build returns payment-adapter's parts on pool, a database with Schemas applied: the HTTP
-// handler (callbacks, the payment read API, GET /healthz and GET /readyz, ready when ready
-// returns nil), the consumers to run with natsx.Consume and the paid-but-not-sold
-// reconciliation job. payment-adapter needs no JetStream handle (it publishes only through
-// the outbox) and no background loops. Build starts nothing and fails only on a bad cfg.
+// handler (callbacks of every configured provider at POST /v1/callbacks/{provider} — the
+// sandbox, and Stripe, WeChat Pay and Alipay when configured — the payment read API, GET
+// /healthz and GET /readyz, ready when ready returns nil), the consumers to run with
+// natsx.Consume and the reconciliation jobs paid_not_sold, unconfirmed_refunds and
+// lost_callbacks. payment-adapter needs no JetStream handle (it publishes only through the
+// outbox) and no background loops. Build starts nothing and fails only on a bad cfg.
 func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier, peers *http.Client) (service.Parts, error) {
-	sb, err := sandbox.New(cfg.SandboxSecret)
+	ps, err := cfg.Providers()
 	if err != nil {
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
 	}
-	providers, err := payment.NewRegistry(sb)
+	providers, err := payment.NewRegistry(ps...)
 	if err != nil {
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
 	}
+	log.Info("payment providers", "providers", providers.Names(), "queried_for_lost_callbacks", providers.Queriers())
 	svc := app.New(paymentpg.New(pool), providers, log)
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
-		Jobs:      []reconcile.Job{paymentreconcile.PaidNotSold(svc, peers, cfg)},
+		Jobs: []reconcile.Job{
+			paymentreconcile.PaidNotSold(svc, peers, cfg),
+			paymentreconcile.UnconfirmedRefunds(svc, cfg),
+			paymentreconcile.LostCallbacks(svc, cfg),
+		},
 	}, nil
 }
