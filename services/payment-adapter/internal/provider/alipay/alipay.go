@@ -36,6 +36,13 @@ const DefaultGatewayURL = "https://openapi.alipay.com/gateway.do"
 // Beijing time.
 const TimeLayout = "2006-01-02 15:04:05"
 
+// MaxNotifyAge is how old a notification's notify_time may be: Alipay's retries of one
+// notification span about 25 hours (4m, 10m, 10m, 1h, 2h, 6h, 15h).
+const MaxNotifyAge = 26 * time.Hour
+
+// Tolerance is how far ahead of our clock a notify_time may be (clock skew).
+const Tolerance = 5 * time.Minute
+
 // beijing is China Standard Time. A fixed zone rather than Asia/Shanghai from the tz database:
 // China has kept UTC+8 without daylight saving since 1991, and a container may have no tzdata.
 var beijing = time.FixedZone("CST", 8*60*60)
@@ -122,12 +129,16 @@ func (*Provider) Name() string { return Name }
 // payment, TRADE_CLOSED a failed one (reason "closed"), WAIT_BUYER_PAY is
 // ErrIgnoredNotification.
 //
-// notify_time is not checked against a window: Alipay retries a notification for about 25
-// hours, so an old one is genuine. A replayed notification is stopped by the adapter's
-// duplicate detection (one payment per provider transaction), not here.
+// notify_time must be within MaxNotifyAge of now (and at most Tolerance ahead): Alipay retries
+// a notification for about 25 hours, each retry with a fresh notify_time under a fresh sign,
+// so an older one is a recording, not a retry. Inside the window a replayed notification is
+// stopped by the adapter's duplicate detection (one payment per provider transaction).
 func (p *Provider) Verify(_ http.Header, body []byte) (payment.Notification, error) {
 	f, err := p.verifyForm(body)
 	if err != nil {
+		return payment.Notification{}, fmt.Errorf("alipay notification: %w", err)
+	}
+	if err := p.fresh(f["notify_time"]); err != nil {
 		return payment.Notification{}, fmt.Errorf("alipay notification: %w", err)
 	}
 	n, err := p.notification(f)
@@ -135,6 +146,19 @@ func (p *Provider) Verify(_ http.Header, body []byte) (payment.Notification, err
 		return payment.Notification{}, fmt.Errorf("alipay notification: %w", err)
 	}
 	return n, nil
+}
+
+// fresh checks a signed notification's notify_time against MaxNotifyAge and Tolerance.
+func (p *Provider) fresh(notifyTime string) error {
+	at, err := time.ParseInLocation(TimeLayout, notifyTime, beijing)
+	if err != nil {
+		return fmt.Errorf("%w: notify_time %q is not %s", payment.ErrInvalidSignature, notifyTime, TimeLayout)
+	}
+	if d := p.now().Sub(at); d > MaxNotifyAge || d < -Tolerance {
+		return fmt.Errorf("%w: notify_time %s is %s from now (window %s back, %s ahead)", payment.ErrInvalidSignature,
+			notifyTime, d.Round(time.Second), MaxNotifyAge, Tolerance)
+	}
+	return nil
 }
 
 // verifyForm parses a notification body and checks Alipay's signature of it. Its errors wrap

@@ -29,10 +29,15 @@ func setup(t *testing.T) (*alipaytest.Server, *alipay.Provider) {
 	return s, p
 }
 
-// paid is a TRADE_SUCCESS notification's parameters, for tests to bend.
+// notifyTime is t as a notify_time (Beijing time).
+func notifyTime(t time.Time) string {
+	return t.In(time.FixedZone("CST", 8*60*60)).Format(alipay.TimeLayout)
+}
+
+// paid is a TRADE_SUCCESS notification's parameters, notified now, for tests to bend.
 func paid(orderID, tradeNo, total string) url.Values {
 	return url.Values{
-		"notify_time": {"2026-12-03 18:31:00"}, "notify_type": {"trade_status_sync"}, "notify_id": {"ac05099524730693a8b330c5ecf72da9786"},
+		"notify_time": {notifyTime(time.Now())}, "notify_type": {"trade_status_sync"}, "notify_id": {"ac05099524730693a8b330c5ecf72da9786"},
 		"app_id": {alipaytest.AppID}, "charset": {"utf-8"}, "version": {"1.0"},
 		"trade_no": {tradeNo}, "out_trade_no": {orderID}, "trade_status": {"TRADE_SUCCESS"},
 		"seller_id": {alipaytest.SellerID}, "total_amount": {total}, "receipt_amount": {total},
@@ -72,6 +77,26 @@ func TestVerifyPaymentNotification(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n.Amount)
 	assert.WithinDuration(t, time.Now(), n.PaidAt, time.Minute)
+}
+
+func TestVerifyRefusesANotifyTimeOutsideTheRetryWindow(t *testing.T) {
+	s, p := setup(t)
+	for name, at := range map[string]time.Time{
+		"older than Alipay retries": time.Now().Add(-alipay.MaxNotifyAge - time.Minute),
+		"from the future":           time.Now().Add(alipay.Tolerance + time.Minute),
+	} {
+		h, body := s.Notification(with(paid("ord-1", "2026120322001400001", "98.00"), "notify_time", notifyTime(at)))
+		_, err := p.Verify(h, body)
+		require.ErrorIs(t, err, payment.ErrInvalidSignature, name)
+	}
+	for name, nt := range map[string]string{"missing": "-", "not Alipay's layout": time.Now().Format(time.RFC3339)} {
+		h, body := s.Notification(with(paid("ord-1", "2026120322001400001", "98.00"), "notify_time", nt))
+		_, err := p.Verify(h, body)
+		require.ErrorIs(t, err, payment.ErrInvalidSignature, name)
+	}
+	h, body := s.Notification(with(paid("ord-1", "2026120322001400001", "98.00"), "notify_time", notifyTime(time.Now().Add(-25*time.Hour))))
+	_, err := p.Verify(h, body)
+	require.NoError(t, err, "Alipay's last retry, about 25 hours on, is genuine")
 }
 
 func TestVerifyTradeStatuses(t *testing.T) {
