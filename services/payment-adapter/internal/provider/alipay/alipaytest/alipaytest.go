@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -168,6 +169,18 @@ func (s *Server) Refund(outRequestNo string) (Refund, bool) {
 		return Refund{}, false
 	}
 	return *rf, true
+}
+
+// RefundList returns copies of the refunds the server holds, by out_request_no.
+func (s *Server) RefundList() []Refund {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Refund, 0, len(s.refunds))
+	for _, rf := range s.refunds {
+		out = append(out, *rf)
+	}
+	slices.SortFunc(out, func(a, b Refund) int { return strings.Compare(a.OutRequestNo, b.OutRequestNo) })
+	return out
 }
 
 // Refunds returns how many refunds the server made: asking twice with one out_request_no

@@ -43,6 +43,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,6 +277,18 @@ func (s *Server) Refund(outRefundNo string) (Refund, bool) {
 		return Refund{}, false
 	}
 	return *rf, true
+}
+
+// RefundList returns copies of the refunds the server holds, by out_refund_no.
+func (s *Server) RefundList() []Refund {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Refund, 0, len(s.refunds))
+	for _, rf := range s.refunds {
+		out = append(out, *rf)
+	}
+	slices.SortFunc(out, func(a, b Refund) int { return strings.Compare(a.OutRefundNo, b.OutRefundNo) })
+	return out
 }
 
 // Refunds returns how many refunds the server holds: asking twice with one out_refund_no
