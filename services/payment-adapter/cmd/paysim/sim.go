@@ -269,13 +269,19 @@ func (s *Sim) pay(provider string, r *http.Request) (any, error) {
 		return res, nil
 	}
 	res.Callback = s.callback(provider, h, b)
-	if req.Deliver == nil || *req.Deliver {
-		d, err := s.deliver(r, res.Callback)
-		if err != nil {
-			return nil, err
-		}
-		res.Delivered = d
+	return s.deliverUnless(r, res, req.Deliver)
+}
+
+// deliverUnless delivers res's callback unless deliver says false, and adds the answer.
+func (s *Sim) deliverUnless(r *http.Request, res PaymentResult, deliver *bool) (PaymentResult, error) {
+	if deliver != nil && !*deliver {
+		return res, nil
 	}
+	d, err := s.deliver(r, res.Callback)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	res.Delivered = d
 	return res, nil
 }
 
@@ -431,15 +437,7 @@ func (s *Sim) completeRefund(provider string, r *http.Request) (any, error) {
 	case "alipay":
 		return nil, badRequest("alipay refunds at once: there is nothing to complete")
 	}
-	res := PaymentResult{Callback: s.callback(provider, h, b)}
-	if req.Deliver == nil || *req.Deliver {
-		d, err := s.deliver(r, res.Callback)
-		if err != nil {
-			return nil, err
-		}
-		res.Delivered = d
-	}
-	return res, nil
+	return s.deliverUnless(r, PaymentResult{Callback: s.callback(provider, h, b)}, req.Deliver)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
