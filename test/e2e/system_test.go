@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 		Root: root, RunDir: runDir, DatabaseURL: pgtest.ServerURL(),
 		Ports:     map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
 		DBPrefix:  prefix,
-		RedisPort: freePort(),
+		RedisPort: freePort(), PaysimPort: freePort(),
 		Env: []string{
 			"RECONCILE_GATE_INTERVAL=500ms", // the gate job re-arms within a second (gate_test.go)
 			"PAYMENT_SANDBOX_SECRET=" + sandboxSecret,
@@ -73,6 +73,8 @@ func run(m *testing.M) int {
 			"RECONCILE_PAID_NOT_SOLD_INTERVAL=0", "RECONCILE_PAID_NOT_SOLD_AGE=0s",
 			"RECONCILE_ORPHAN_LOCKS_INTERVAL=0", "RECONCILE_ORPHAN_LOCKS_AGE=0s",
 			"RECONCILE_STUCK_ORDERS_INTERVAL=0", "RECONCILE_STUCK_ORDERS_GRACE=0s",
+			"RECONCILE_LOST_CALLBACKS_INTERVAL=0", "RECONCILE_LOST_CALLBACKS_AGE=0s",
+			"RECONCILE_REFUNDS_INTERVAL=0", "RECONCILE_REFUNDS_AGE=0s",
 			"RECONCILE_BATCH=10000",
 			// Spans go to the in-test OTLP receiver, every one, within 100 ms of ending.
 			// Traces only: the metrics keep to /metrics, as without an endpoint.

@@ -24,7 +24,7 @@ func Down(o Options) error {
 	// behind its back); then any service left, so they drain against a live NATS and
 	// database; then nats-server.
 	files := []string{o.path("pids", "supervisor.pid")}
-	for _, svc := range append(append([]string{}, Services...), "nats", "redis") {
+	for _, svc := range append(append([]string{}, Services...), "paysim", "nats", "redis") {
 		files = append(files, o.path("pids", svc+".pid"))
 	}
 	for _, f := range files {

@@ -37,6 +37,7 @@ type Options struct {
 	PGPort      int                              // port of a throwaway cluster (default 15432)
 	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
 	RedisPort   int                              // port of a throwaway redis-server (default 16379)
+	PaysimPort  int                              // port of paysim, the payment providers' stand-in (default 18083)
 	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
 	DBPrefix    string                           // database name prefix (default "stockflow_")
 	Env         []string                         // extra environment for every service (KEY=VALUE)
@@ -49,6 +50,7 @@ type System struct {
 	DatabaseURL string            // the server URL (database postgres)
 	NATSURL     string            // the NATS URL; of the launcher's own nats-server, with the admin's credentials
 	RedisURL    string            // the gate's Redis; "" when the gate is off
+	PaysimURL   string            // paysim's control API, once payment-adapter has started
 	URLs        map[string]string // http://host:port per service
 	procs       map[string]*proc
 }
@@ -65,6 +67,9 @@ func (o *Options) defaults() {
 	}
 	if o.RedisPort == 0 {
 		o.RedisPort = 16379
+	}
+	if o.PaysimPort == 0 {
+		o.PaysimPort = 18083
 	}
 	if o.Ports == nil {
 		o.Ports = DefaultPorts
@@ -137,6 +142,9 @@ func Build(ctx context.Context, o Options, services ...string) error {
 	var pkgs []string
 	for _, svc := range services {
 		pkgs = append(pkgs, "./services/"+svc+"/cmd/"+svc)
+		if svc == "payment-adapter" {
+			pkgs = append(pkgs, paysimPkg)
+		}
 	}
 	return build(ctx, o, pkgs...)
 }
@@ -257,6 +265,14 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	}
 	if s.RedisURL != "" && gated[svc] {
 		cmd.Env = append(cmd.Env, "REDIS_URL="+s.RedisURL)
+	}
+	if svc == "payment-adapter" {
+		url, env, err := ensurePaysim(ctx, s.opts, s.URLs[svc])
+		if err != nil {
+			return err
+		}
+		s.PaysimURL = url
+		cmd.Env = append(cmd.Env, env...)
 	}
 	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)

@@ -92,6 +92,7 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 			return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
 		}
 	}
+	s.PaysimURL = fmt.Sprintf("http://127.0.0.1:%d", o.PaysimPort) // started with payment-adapter
 	return s, nil
 }
 

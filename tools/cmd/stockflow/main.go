@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o := launcher.Options{
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
-		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, Ports: ports,
+		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, Ports: ports,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
@@ -142,6 +142,7 @@ func printUp(w io.Writer, sys *launcher.System) {
 		gate = "off (no redis-server): every order takes the database path"
 	}
 	fmt.Fprintf(w, "  %-16s %s\n", "Redis", gate)
+	fmt.Fprintf(w, "  %-16s %s (Stripe, WeChat Pay and Alipay stand-in; services/payment-adapter/README.md)\n", "paysim", sys.PaysimURL)
 	fmt.Fprintf(w, "  %-16s %s/metrics (and the same path on each service; docs/observability.md)\n", "metrics", sys.URLs["stock"])
 }
 
