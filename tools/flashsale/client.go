@@ -50,6 +50,7 @@ type Client struct {
 	http                       *http.Client
 	orderURL, stockURL, payURL string
 	secret                     []byte
+	provider, paysimURL        string // who buyers pay through ("" and sandbox: signed here)
 	tokens                     *tokens // nil: requests carry no Authorization
 }
 
@@ -123,7 +124,9 @@ func newClient(cfg Config) *Client {
 		tr.MaxIdleConnsPerHost = cfg.Concurrency + 8
 		hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	}
-	return NewClient(hc, cfg.OrderURL, cfg.StockURL, cfg.PaymentURL, cfg.SandboxSecret).WithSigner(cfg.Signer)
+	c := NewClient(hc, cfg.OrderURL, cfg.StockURL, cfg.PaymentURL, cfg.SandboxSecret).WithSigner(cfg.Signer)
+	c.provider, c.paysimURL = cfg.Provider, strings.TrimSuffix(cfg.PaysimURL, "/")
+	return c
 }
 
 // Do sends body (nil, raw []byte, or a value to marshal) to the absolute URL u and decodes a
@@ -345,6 +348,41 @@ func (c *Client) pay(ctx context.Context, orderID, txn string, amount int64) err
 	_, err = c.Do(ctx, "pay order "+orderID, http.MethodPost, c.payURL+"/v1/callbacks/sandbox", raw,
 		map[string]string{"X-Sandbox-Signature": Sign(raw, c.secret)}, nil)
 	return err
+}
+
+// providerCallback is a callback as paysim made it, signed by its provider.
+type providerCallback struct {
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+}
+
+// payment returns a buyer's payment of the order, to call until it succeeds: the sandbox
+// callback, or — for stripe, wechatpay and alipay — the payment taken at paysim once and its
+// provider-signed callback delivered to the adapter at each call, so a retry is the
+// provider's retry of one payment, never a second payment.
+func (c *Client) payment(orderID, txn string, amount int64) func(context.Context) error {
+	if c.provider == "" || c.provider == "sandbox" {
+		return func(ctx context.Context) error { return c.pay(ctx, orderID, txn, amount) }
+	}
+	var cb *providerCallback
+	return func(ctx context.Context) error {
+		if cb == nil {
+			var res struct {
+				Callback *providerCallback `json:"callback"`
+			}
+			if _, err := c.Do(ctx, c.provider+" payment of order "+orderID, http.MethodPost, c.paysimURL+"/"+c.provider+"/payments",
+				map[string]any{"order_id": orderID, "amount": amount, "currency": "CNY", "deliver": false}, nil, &res); err != nil {
+				return err
+			}
+			if res.Callback == nil {
+				return fmt.Errorf("%s payment of order %s: paysim made no callback", c.provider, orderID)
+			}
+			cb = res.Callback
+		}
+		_, err := c.Do(ctx, "pay order "+orderID+" ("+c.provider+")", http.MethodPost, cb.URL, []byte(cb.Body), cb.Headers, nil)
+		return err
+	}
 }
 
 // Sign is the sandbox provider's signature of a callback body: hex(HMAC-SHA256(body, secret)).

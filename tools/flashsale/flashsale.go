@@ -37,6 +37,11 @@ type Config struct {
 	StockURL      string // stock service base URL
 	PaymentURL    string // payment-adapter base URL
 	SandboxSecret string // HMAC key of the sandbox provider's callback signature
+	// Provider is who buyers pay through: sandbox (callbacks signed here with SandboxSecret),
+	// or stripe, wechatpay or alipay through paysim at PaysimURL, which takes the payment and
+	// delivers the provider's signed callback to the adapter.
+	Provider  string
+	PaysimURL string // paysim's control API (make up starts it)
 
 	SKU       string // SKU to create; empty: FLASH-<random>
 	Units     int64  // N: units put on sale
@@ -73,6 +78,8 @@ func Default() Config {
 		StockURL:      "http://127.0.0.1:8082",
 		PaymentURL:    "http://127.0.0.1:8083",
 		SandboxSecret: "sandbox-secret",
+		Provider:      "sandbox",
+		PaysimURL:     "http://127.0.0.1:18083",
 		// The article's promotion: 5,000 units, 4,250 buyers lock (85%), ~78% pay, the rest
 		// cancel or time out, scaled in time: arrivals over 90 s and a 15 s payment window
 		// instead of 30 minutes.
@@ -101,6 +108,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.StockURL, "stock-url", c.StockURL, "stock service base URL")
 	fs.StringVar(&c.PaymentURL, "payment-url", c.PaymentURL, "payment-adapter base URL")
 	fs.StringVar(&c.SandboxSecret, "sandbox-secret", c.SandboxSecret, "sandbox callback HMAC secret (env PAYMENT_SANDBOX_SECRET)")
+	fs.StringVar(&c.Provider, "provider", c.Provider, "who buyers pay through: sandbox, stripe, wechatpay or alipay (the last three through paysim)")
+	fs.StringVar(&c.PaysimURL, "paysim-url", c.PaysimURL, "paysim's control API, for -provider stripe, wechatpay or alipay")
 	fs.StringVar(&c.SKU, "sku", c.SKU, "SKU to create (default FLASH-<random>)")
 	fs.Int64Var(&c.Units, "units", c.Units, "N: units on sale")
 	fs.IntVar(&c.Buyers, "buyers", c.Buyers, "M: first-wave buyers")
@@ -127,6 +136,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.OrderURL == "" || c.StockURL == "" || c.PaymentURL == "":
 		return errors.New("order, stock and payment URLs are required")
+	case !slices.Contains([]string{"sandbox", "stripe", "wechatpay", "alipay"}, c.Provider):
+		return fmt.Errorf("provider %q: want sandbox, stripe, wechatpay or alipay", c.Provider)
+	case c.Provider != "sandbox" && c.PaysimURL == "":
+		return errors.New("-provider " + c.Provider + " pays through paysim: -paysim-url is required")
 	case c.Units < 0:
 		return errors.New("units must be >= 0")
 	case c.Buyers < 1:
@@ -401,9 +414,8 @@ func (s *sim) attempt(ctx context.Context, buyer, attempt int, rng *mrand.Rand) 
 		if !sleepUntil(ctx, placed.Add(actAt)) {
 			return o.Status
 		}
-		err := s.retry(ctx, deadline.Add(cfg.SettleTimeout/2), func() error {
-			return s.c.pay(ctx, rec.ID, "fs-txn-"+rec.ID, o.Total)
-		})
+		pay := s.c.payment(rec.ID, "fs-txn-"+rec.ID, o.Total)
+		err := s.retry(ctx, deadline.Add(cfg.SettleTimeout/2), func() error { return pay(ctx) })
 		if err != nil {
 			s.fail(err)
 		} else {

@@ -342,8 +342,12 @@ var changeOrder = []string{"stocktake", "lock", "sell", "release_timeout", "rele
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "flash sale %s — %d units, %d buyers (+%d returning), concurrency %d, payment timeout %s, arrivals over %s\n",
-		r.SKU, c.Units, r.Buyers, r.Retries, c.Concurrency, c.PaymentTimeout, c.ArrivalWindow)
+	provider := c.Provider
+	if provider == "" {
+		provider = "sandbox"
+	}
+	fmt.Fprintf(&b, "flash sale %s — %d units, %d buyers (+%d returning), concurrency %d, payment timeout %s, arrivals over %s, paying through %s\n",
+		r.SKU, c.Units, r.Buyers, r.Retries, c.Concurrency, c.PaymentTimeout, c.ArrivalWindow, provider)
 	fmt.Fprintf(&b, "selling took %s, the whole run with settling and checks %s\n\n", r.Selling.Round(100*time.Millisecond), r.Duration.Round(100*time.Millisecond))
 
 	var rows [][]string

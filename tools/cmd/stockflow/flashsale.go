@@ -78,6 +78,7 @@ func demo(ctx context.Context, o launcher.Options, args []string, getenv func(st
 	}
 	printUp(stdout, sys)
 	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
+	cfg.PaysimURL = sys.PaysimURL
 	if cfg.Signer, err = launcher.Signer(o); err != nil {
 		return err
 	}
