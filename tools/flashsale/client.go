@@ -50,7 +50,7 @@ type Client struct {
 	http                       *http.Client
 	orderURL, stockURL, payURL string
 	secret                     []byte
-	provider, paysimURL        string // who buyers pay through ("" and sandbox: signed here)
+	provider, paysimURL        string  // who buyers pay through ("" and sandbox: signed here)
 	tokens                     *tokens // nil: requests carry no Authorization
 }
 
