@@ -182,7 +182,7 @@ func cloneWorkingTree(t *testing.T, root, dir string) {
 func freeOffset(t *testing.T) int {
 	for off := 20000; off < 40000; off += 137 {
 		free := true
-		for _, p := range []int{15432, 14222, 8081, 8082, 8083, 8084} {
+		for _, p := range []int{15432, 14222, 16379, 18083, 8081, 8082, 8083, 8084} {
 			if listening(p+off) || !bindable(p+off) {
 				free = false
 				break
