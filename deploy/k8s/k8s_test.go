@@ -75,6 +75,7 @@ var envEnviron = []string{}
 // created out of band, with their keys; the dev overlay generates the first two.
 var externalSecrets = map[string][]string{
 	"stockflow-nats-users":      {"admin", "order", "stock", "payment-adapter", "timeout"},
+	"stockflow-redis":           {"url"},
 	"payment-adapter-providers": {"sandbox-secret", "stripe-api-key", "stripe-webhook-secret", "wechatpay-merchant-private-key", "wechatpay-apiv3-key", "alipay-app-private-key"},
 }
 
