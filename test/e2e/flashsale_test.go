@@ -32,6 +32,7 @@ func TestFlashSaleSmallScale(t *testing.T) {
 	cfg.RetryRatio = 0.5
 	cfg.SettleTimeout = 20 * time.Second
 	cfg.ChartPath = filepath.Join(t.TempDir(), "flashsale.png")
+	cfg.GateLead = time.Second // armed before the sale, as the demo does
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -42,6 +43,9 @@ func TestFlashSaleSmallScale(t *testing.T) {
 	for _, ch := range rep.Checks {
 		assert.True(t, ch.Pass, "%s: %s", ch.Name, ch.Detail)
 	}
+
+	assert.Equal(t, "armed", rep.Gate, "the e2e system has Redis")
+	t.Logf("the gate turned away %d attempts", rep.TurnedAway)
 
 	// The shape of the sale: payments, timeouts, returning buyers. (Whether buyers are turned
 	// away depends on how fast this machine locks: a 2s deadline returns stock quickly.)

@@ -61,11 +61,11 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 
 	t.Log(makeIn("up"))
 	pids := readPids(t, clone)
-	want := 6
+	want := 7
 	if _, err := exec.LookPath("redis-server"); err == nil && os.Getenv("REDIS_URL") == "" {
 		want++ // up starts a throwaway redis-server for the gate when it can
 	}
-	require.Len(t, pids, want, "four services, their supervisor, nats-server (and redis-server)")
+	require.Len(t, pids, want, "four services, their supervisor, nats-server, paysim (and redis-server)")
 	raw, err := os.ReadFile(filepath.Join(clone, ".run", "pids", "pg.data"))
 	require.NoError(t, err, "the throwaway cluster is recorded")
 	clusterDir = filepath.Dir(strings.TrimSpace(string(raw)))

@@ -293,7 +293,7 @@ func TestFlashSaleThroughEachProvider(t *testing.T) {
 			cfg.Signer = signer
 			cfg.Units, cfg.Buyers, cfg.Concurrency = 30, 60, 8
 			cfg.PaymentTimeout, cfg.ArrivalWindow, cfg.RetryDelay = 2*time.Second, 2*time.Second, time.Second
-			cfg.SettleTimeout, cfg.ChartPath = 20*time.Second, ""
+			cfg.SettleTimeout, cfg.ChartPath, cfg.Gate = 20*time.Second, "", false
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			rep, err := flashsale.Run(ctx, cfg, nil)

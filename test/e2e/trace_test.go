@@ -176,8 +176,11 @@ func requireEdges(t *testing.T, id string, edges [][4]string) []span {
 	var spans []span
 	require.Eventually(t, func() bool {
 		spans = traces.trace(id)
-		for _, e := range edges {
+		for _, e := range edges { // children and parents: a parent's span may be exported after its child's
 			if _, ok := find(spans, e[0], e[1]); !ok {
+				return false
+			}
+			if _, ok := find(spans, e[2], e[3]); !ok {
 				return false
 			}
 		}

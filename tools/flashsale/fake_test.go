@@ -63,6 +63,9 @@ func newFake(t testing.TB, secret string) (*fakeStockflow, *httptest.Server) {
 	mux.HandleFunc("POST /v1/orders/{id}/cancel", f.cancel)
 	mux.HandleFunc("POST /v1/callbacks/sandbox", f.callback)
 	mux.HandleFunc("GET /metrics", f.metrics)
+	mux.HandleFunc("POST /v1/skus/{sku}/gate", func(w http.ResponseWriter, _ *http.Request) {
+		writeErr(w, http.StatusServiceUnavailable, "gate_unavailable") // a stock service without Redis
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return f, srv

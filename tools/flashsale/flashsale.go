@@ -20,6 +20,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,12 @@ type Config struct {
 	MaxRetries  int           // most extra orders one buyer places
 	RetryDelay  time.Duration // a returning buyer thinks for up to this long
 
+	// Gate arms the SKU's flash-sale gate (Redis) GateLead before the sale opens, as the seed
+	// prewarms ten minutes ahead; buyers it answers sold_out cost no order. Without Redis the
+	// stock service answers gate_unavailable and the sale takes the database path.
+	Gate     bool
+	GateLead time.Duration
+
 	SampleInterval time.Duration // water-level sampling period
 	SettleTimeout  time.Duration // how long to wait for slow orders to reach a terminal status
 	ChartPath      string        // PNG of the water level; empty: no chart
@@ -96,6 +103,8 @@ func Default() Config {
 		RetryRatio:     0.3,
 		MaxRetries:     1,
 		RetryDelay:     3 * time.Second,
+		Gate:           true,
+		GateLead:       5 * time.Second, // ten minutes, at the 15 s ↔ 30 min scale of the window
 		SampleInterval: time.Second,
 		SettleTimeout:  30 * time.Second,
 		ChartPath:      ".run/flashsale.png",
@@ -124,6 +133,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.RetryRatio, "retry-ratio", c.RetryRatio, "share of rejected/closed/cancelled buyers who order again")
 	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "most extra orders per buyer")
 	fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "a returning buyer waits up to this long")
+	fs.BoolVar(&c.Gate, "gate", c.Gate, "arm the SKU's flash-sale gate (Redis) before the sale")
+	fs.DurationVar(&c.GateLead, "gate-lead", c.GateLead, "arm the gate this long before the sale opens")
 	fs.DurationVar(&c.SampleInterval, "sample-interval", c.SampleInterval, "water-level sampling period")
 	fs.DurationVar(&c.SettleTimeout, "settle-timeout", c.SettleTimeout, "bounded wait for orders to reach a terminal status")
 	fs.StringVar(&c.ChartPath, "chart", c.ChartPath, "water-level chart (PNG); empty: none")
@@ -154,6 +165,8 @@ func (c Config) Validate() error {
 		return errors.New("arrival-window must be >= 0")
 	case c.PaymentTimeout < time.Second:
 		return errors.New("payment-timeout must be >= 1s")
+	case c.GateLead < 0:
+		return errors.New("gate-lead must be >= 0")
 	case c.ActWithin < 0 || c.ActWithin > 1:
 		return errors.New("act-within must be within [0, 1]")
 	case c.PayRatio < 0 || c.CancelRatio < 0 || c.PayRatio+c.CancelRatio > 1:
@@ -241,6 +254,8 @@ type sim struct {
 	samples []Sample
 	lagPeak float64 // the deepest stock's order.created consumer fell behind, by /metrics
 
+	gate                    string // the gate as the sale opened: armed, unavailable or off
+	turnedAway              atomic.Int64
 	created, awaiting, paid atomic.Int64
 	calls                   atomic.Int64
 }
@@ -270,6 +285,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	// The sale's terms are the order service's: its price and, a promotion's, its window.
 	if err := s.c.SetPrice(ctx, s.sku, cfg.UnitPrice, "CNY", cfg.PaymentTimeout); err != nil {
 		return nil, fmt.Errorf("flash sale: %w", err)
+	}
+	if cfg.Gate {
+		if err := s.armGate(ctx); err != nil {
+			return nil, fmt.Errorf("flash sale: %w", err)
+		}
 	}
 	metricsBefore, metricsErr := s.c.stockMetrics(ctx)
 	s.start = time.Now()
@@ -329,6 +349,28 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// armGate arms the SKU's gate now and waits GateLead for the sale to open. A stock service
+// without Redis (gate_unavailable) is noted, not an error: orders take the database path.
+func (s *sim) armGate(ctx context.Context) error {
+	s.gate = "off"
+	_, err := s.c.Do(ctx, "arm gate "+s.sku, http.MethodPost, s.c.stockURL+"/v1/skus/"+url.PathEscape(s.sku)+"/gate", nil, nil, nil)
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae) && ae.Code == "gate_unavailable":
+		s.gate = "unavailable"
+		s.logf("gate unavailable (the stock service has no Redis): every order takes the database path")
+		return nil
+	case err != nil:
+		return err
+	}
+	s.gate = "armed"
+	s.logf("gate armed with %d units; the sale opens in %s (the seed's ten minutes, scaled)", s.cfg.Units, s.cfg.GateLead)
+	if !sleepUntil(ctx, time.Now().Add(s.cfg.GateLead)) {
+		return ctx.Err()
+	}
+	return nil
+}
+
 // drive releases the first-wave buyers at their arrival times and waits for every buyer.
 func (s *sim) drive(ctx context.Context) {
 	rng := mrand.New(mrand.NewPCG(s.cfg.Seed, 0))
@@ -359,7 +401,7 @@ func (s *sim) buyer(ctx context.Context, i int, rng *mrand.Rand) {
 		if ctx.Err() != nil {
 			return
 		}
-		if final != "rejected" && final != "closed" && final != "cancelled" {
+		if final != "rejected" && final != "sold_out" && final != "closed" && final != "cancelled" {
 			return
 		}
 		if attempt >= s.cfg.MaxRetries || rng.Float64() >= s.cfg.RetryRatio {
@@ -388,6 +430,11 @@ func (s *sim) attempt(ctx context.Context, buyer, attempt int, rng *mrand.Rand) 
 		o, err = s.c.placeOrder(ctx, key, fmt.Sprintf("fs-%s-%d", s.runID, buyer), items)
 		return err
 	})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == "sold_out" {
+		s.turnedAway.Add(1) // the gate said no: no order, no row, no event
+		return "sold_out"
+	}
 	if err != nil {
 		s.fail(err)
 		return ""

@@ -33,6 +33,9 @@ func TestRunPassesEveryCheckAgainstACorrectSystem(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, rep)
 	}
+	if rep.Gate != "unavailable" || rep.TurnedAway != 0 {
+		t.Errorf("gate %q, turned away %d: want unavailable (the fake has no Redis) and 0", rep.Gate, rep.TurnedAway)
+	}
 	for _, c := range rep.Checks {
 		if !c.Pass {
 			t.Errorf("%s: %s", c.Name, c.Detail)

@@ -58,6 +58,8 @@ type Report struct {
 	CancelsRefused                 int // 409: the order had already moved on (a deadline won)
 	Missed                         int // orders that closed before their buyer saw them awaiting payment
 	Calls                          int64
+	Gate                           string        // armed, unavailable (no Redis) or off
+	TurnedAway                     int           // buyers' attempts the gate answered 409 sold_out: no order was made
 	LockLagP50, LockLagP95         time.Duration // order placed → awaiting_payment, by order history
 	LockLagMax                     time.Duration
 
@@ -120,6 +122,10 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 	r := &Report{SKU: s.sku, Config: s.cfg, Selling: selling, Buyers: s.cfg.Buyers, Overdue: od.Count,
 		ByStatus: map[string]int{}, LedgerRows: map[string]int{}, LedgerQty: map[string]int64{}}
 	r.Config.HTTPClient = nil
+	r.Gate, r.TurnedAway = s.gate, int(s.turnedAway.Load())
+	if r.Gate == "" {
+		r.Gate = "off"
+	}
 	var lags []time.Duration
 	for _, rec := range s.records() {
 		r.Orders++
@@ -348,6 +354,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "flash sale %s — %d units, %d buyers (+%d returning), concurrency %d, payment timeout %s, arrivals over %s, paying through %s\n",
 		r.SKU, c.Units, r.Buyers, r.Retries, c.Concurrency, c.PaymentTimeout, c.ArrivalWindow, provider)
+	switch r.Gate {
+	case "armed":
+		fmt.Fprintf(&b, "gate armed %s before the sale: it turned away %d attempts (409 sold_out, no order, no database row)\n", c.GateLead, r.TurnedAway)
+	case "unavailable":
+		fmt.Fprintf(&b, "gate unavailable (no Redis): every attempt took the database path\n")
+	}
 	fmt.Fprintf(&b, "selling took %s, the whole run with settling and checks %s\n\n", r.Selling.Round(100*time.Millisecond), r.Duration.Round(100*time.Millisecond))
 
 	var rows [][]string
