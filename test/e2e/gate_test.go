@@ -78,13 +78,14 @@ func TestGateThroughASaleWithRedisStoppedMidway(t *testing.T) {
 	assert.Equal(t, float64(0), f["available"])
 
 	// Redis returns empty; the gate job arms the SKU again from the database: nothing left.
+	// A give-back the gate job decided in the run that raced the re-arm can leave Redis over
+	// for a moment (seen in CI: remaining 20, drift -20); the job corrects a drift it sees
+	// twice, so within a few of its 500 ms runs the gate and the database agree.
 	require.NoError(t, sys.StartRedis(context.Background()))
 	require.Eventually(t, func() bool {
 		status, body = c.call("GET", sys.URLs["stock"]+"/v1/skus/"+sku+"/gate", nil, nil)
-		return status == http.StatusOK && body["armed"] == true
-	}, 30*time.Second, 100*time.Millisecond, "the gate was not re-armed: %v", body)
-	assert.Equal(t, float64(0), body["remaining"])
-	assert.Equal(t, float64(0), body["drift"], "%v", body)
+		return status == http.StatusOK && body["armed"] == true && body["remaining"] == float64(0) && body["drift"] == float64(0)
+	}, 30*time.Second, 100*time.Millisecond, "the gate was not re-armed with nothing left: %v", body)
 
 	// The order service's breaker lets calls through again within seconds; then the storm's
 	// late buyers are all turned away by the gate, and none of them costs an order.
