@@ -273,7 +273,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = mrand.Uint64()
 	}
-	s := &sim{cfg: cfg, c: newClient(cfg), sku: cfg.SKU, runID: randomHex(4), sem: make(chan struct{}, cfg.Concurrency), logw: progress}
+	s := &sim{cfg: cfg, c: newClient(cfg), sku: cfg.SKU, runID: randomHex(4), sem: make(chan struct{}, cfg.Concurrency), logw: progress, gate: "off"}
 	if s.sku == "" {
 		s.sku = "FLASH-" + s.runID
 	}
@@ -352,7 +352,6 @@ func randomHex(n int) string {
 // armGate arms the SKU's gate now and waits GateLead for the sale to open. A stock service
 // without Redis (gate_unavailable) is noted, not an error: orders take the database path.
 func (s *sim) armGate(ctx context.Context) error {
-	s.gate = "off"
 	_, err := s.c.Do(ctx, "arm gate "+s.sku, http.MethodPost, s.c.stockURL+"/v1/skus/"+url.PathEscape(s.sku)+"/gate", nil, nil, nil)
 	var ae *APIError
 	switch {

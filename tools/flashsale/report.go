@@ -123,9 +123,6 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 		ByStatus: map[string]int{}, LedgerRows: map[string]int{}, LedgerQty: map[string]int64{}}
 	r.Config.HTTPClient = nil
 	r.Gate, r.TurnedAway = s.gate, int(s.turnedAway.Load())
-	if r.Gate == "" {
-		r.Gate = "off"
-	}
 	var lags []time.Duration
 	for _, rec := range s.records() {
 		r.Orders++

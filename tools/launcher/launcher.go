@@ -58,7 +58,26 @@ type System struct {
 // proc is a started process; exited closes when it has been reaped.
 type proc struct {
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
+}
+
+// spawn starts cmd in a process group of its own (a Ctrl-C of the caller does not reach it),
+// its output appended to RunDir/logs/<name>.log, reaped when it exits — exited closes then —
+// and its pid in RunDir/pids/<name>.pid, which Down stops.
+func spawn(o Options, name string, cmd *exec.Cmd) (exited <-chan struct{}, err error) {
+	logf, err := os.OpenFile(o.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }() // reap; the exit status is in cmd.ProcessState
+	return done, os.WriteFile(o.path("pids", name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
 func (o *Options) defaults() {
@@ -253,11 +272,6 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	if err := portFree(addr, 5*time.Second); err != nil { // a killed process may hold it a moment
 		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
 	}
-	logf, err := os.OpenFile(s.opts.path("logs", svc+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.serviceNATSURL(svc))
 	for _, p := range peerURLs[svc] {
@@ -276,15 +290,11 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	}
 	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", svc, err)
+	exited, err := spawn(s.opts, svc, cmd)
+	if exited != nil {
+		s.procs[svc] = &proc{cmd: cmd, exited: exited}
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }() // reap
-	s.procs[svc] = p
-	return os.WriteFile(s.opts.path("pids", svc+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	return err
 }
 
 func portFree(addr string, within time.Duration) error {
@@ -303,7 +313,7 @@ func portFree(addr string, within time.Duration) error {
 
 // WaitReady waits until a service's /readyz answers 200.
 func (s *System) WaitReady(ctx context.Context, svc string, timeout time.Duration) error {
-	var exited chan struct{}
+	var exited <-chan struct{}
 	if p := s.procs[svc]; p != nil {
 		exited = p.exited
 	}

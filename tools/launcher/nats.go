@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/natsx"
@@ -84,19 +82,7 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	logf, err := os.Create(o.path("logs", "nats.log"))
-	if err != nil {
-		return "", err
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "-c", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start nats-server: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(o.path("pids", "nats.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if _, err := spawn(o, "nats", exec.Command(bin, "-c", conf)); err != nil {
 		return "", err
 	}
 	for range 100 {

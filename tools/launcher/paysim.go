@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,20 +33,8 @@ func ensurePaysim(ctx context.Context, o Options, adapterURL string) (string, []
 		return "", nil, fmt.Errorf("paysim's port %d is taken (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET): %w", o.PaysimPort, err)
 	}
 	_ = os.Remove(envFile)
-	logf, err := os.OpenFile(o.path("logs", "paysim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	exited, err := spawn(o, "paysim", exec.Command(o.path("bin", "paysim"), "-listen", addr, "-callbacks", adapterURL, "-env-file", envFile))
 	if err != nil {
-		return "", nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(o.path("bin", "paysim"), "-listen", addr, "-callbacks", adapterURL, "-env-file", envFile)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start paysim: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	if err := os.WriteFile(o.path("pids", "paysim.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return "", nil, err
 	}
 	deadline := time.Now().Add(20 * time.Second) // four RSA keys to generate

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -56,19 +55,8 @@ func ensureRedis(_ context.Context, o Options) (string, error) {
 		o.Log("redis-server is not installed (apt-get install redis-server): the flash-sale gate is off, every order takes the database path")
 		return "", nil
 	}
-	logf, err := os.Create(o.path("logs", "redis.log"))
-	if err != nil {
-		return "", err
-	}
-	defer logf.Close()
 	cmd := exec.Command(bin, "--port", strconv.Itoa(o.RedisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(o.path("pids", "redis.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if _, err := spawn(o, "redis", cmd); err != nil {
 		return "", err
 	}
 	for range 100 {

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
 )
@@ -70,21 +69,10 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if err := os.WriteFile(optsFile, b, 0o600); err != nil { // Env may hold secrets
 		return nil, err
 	}
-	logf, err := os.OpenFile(o.path("logs", "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
 	cmd := exec.Command(o.path("bin", "stockflow"), "supervise", optsFile)
 	cmd.Dir = o.Root
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the supervisor: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	if err := os.WriteFile(o.path("pids", "supervisor.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	exited, err := spawn(o, "supervisor", cmd)
+	if err != nil {
 		return nil, err
 	}
 	for _, svc := range Services {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/alipay"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/alipay/alipaytest"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/stripe"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/stripe/stripetest"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/provider/wechatpay/wechatpaytest"
 )
@@ -47,9 +46,6 @@ type Sim struct {
 	stripe    *stripetest.Server
 	wechat    *wechatpaytest.Server
 	alipay    *alipaytest.Server
-
-	mu     sync.Mutex
-	orders map[string]string // provider transaction id → order id, of the payments made here
 }
 
 func newSim(callbacks string) (s *Sim, err error) {
@@ -57,7 +53,7 @@ func newSim(callbacks string) (s *Sim, err error) {
 		return nil, fmt.Errorf("-callbacks %q is not an http(s) URL", callbacks)
 	}
 	s = &Sim{callbacks: strings.TrimSuffix(callbacks, "/"), client: &http.Client{Timeout: 30 * time.Second},
-		tb: &doubles{}, orders: map[string]string{}}
+		tb: &doubles{}}
 	defer func() {
 		if r := recover(); r != nil {
 			s.Close()
@@ -259,11 +255,6 @@ func (s *Sim) pay(provider string, r *http.Request) (any, error) {
 		}
 		h, b = s.alipay.PaymentNotification(req.OrderID, txn, req.Amount, status)
 	}
-	if txn != "" {
-		s.mu.Lock()
-		s.orders[txn] = req.OrderID
-		s.mu.Unlock()
-	}
 	res := PaymentResult{ProviderTxnID: txn}
 	if b == nil {
 		return res, nil
@@ -354,14 +345,12 @@ func (s *Sim) sign(provider string, r *http.Request) (any, error) {
 
 // refunds is GET /{provider}/refunds.
 func (s *Sim) refunds(provider string, _ *http.Request) (any, error) {
-	s.mu.Lock()
-	orders := maps.Clone(s.orders)
-	s.mu.Unlock()
 	out := []RefundView{}
 	switch provider {
 	case "stripe":
 		for _, re := range s.stripe.Refunds() {
-			out = append(out, RefundView{ProviderRefundID: re.ID, RefundID: re.IdempotencyKey, OrderID: orders[re.PaymentIntent],
+			meta, _ := s.stripe.PaymentIntentObject(re.PaymentIntent)["metadata"].(map[string]string)
+			out = append(out, RefundView{ProviderRefundID: re.ID, RefundID: re.IdempotencyKey, OrderID: meta[stripe.MetaOrderID],
 				ProviderTxnID: re.PaymentIntent, Amount: re.Amount, Status: re.Status})
 		}
 	case "wechatpay":
@@ -441,11 +430,11 @@ func (s *Sim) completeRefund(provider string, r *http.Request) (any, error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
-		status, buf = http.StatusInternalServerError, *bytes.NewBufferString(`{"error":"encode"}`)
+	b, err := json.Marshal(v) // maps, strings and numbers: it always encodes
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encode"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(b) // the caller went away: nothing to do
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,13 @@ func (a *adapterStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.verified = append(a.verified, n)
 	a.mu.Unlock()
+}
+
+// seen is what the stand-in verified so far.
+func (a *adapterStandIn) seen() []payment.Notification {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.verified)
 }
 
 // setup runs paysim as its main does — env file included — with callbacks going to a stand-in
@@ -112,8 +120,8 @@ func TestPaymentsAreSignedAsEachProviderSignsThem(t *testing.T) {
 			map[string]any{"order_id": order, "amount": 9800, "currency": "CNY"}, &res))
 		require.NotNil(t, res.Delivered, name)
 		assert.Equal(t, http.StatusOK, res.Delivered.Status, "%s: %s", name, res.Delivered.Body)
-		require.Len(t, adapter.verified, i+1)
-		n := adapter.verified[i]
+		require.Len(t, adapter.seen(), i+1)
+		n := adapter.seen()[i]
 		assert.Equal(t, name, n.Provider)
 		assert.Equal(t, order, n.OrderID)
 		assert.Equal(t, res.ProviderTxnID, n.ProviderTxnID)
@@ -154,7 +162,7 @@ func TestALostCallbackIsNotDeliveredButIsFoundByQuery(t *testing.T) {
 	require.Equal(t, http.StatusOK, call(t, "POST", ctl+"/wechatpay/payments",
 		map[string]any{"order_id": "ord-lost", "amount": 500, "currency": "CNY", "deliver": false}, &res))
 	assert.Nil(t, res.Delivered)
-	assert.Empty(t, adapter.verified)
+	assert.Empty(t, adapter.seen())
 	n, err := providers["wechatpay"].(payment.Querier).QueryPayment(context.Background(), "ord-lost")
 	require.NoError(t, err)
 	assert.Equal(t, res.ProviderTxnID, n.ProviderTxnID)
@@ -165,8 +173,8 @@ func TestFailedPayments(t *testing.T) {
 	var res PaymentResult
 	require.Equal(t, http.StatusOK, call(t, "POST", ctl+"/stripe/payments",
 		map[string]any{"order_id": "ord-f", "amount": 500, "currency": "usd", "outcome": "failed"}, &res))
-	require.Len(t, adapter.verified, 1)
-	assert.Equal(t, payment.OutcomeFailed, adapter.verified[0].Outcome)
+	require.Len(t, adapter.seen(), 1)
+	assert.Equal(t, payment.OutcomeFailed, adapter.seen()[0].Outcome)
 	var wres PaymentResult
 	require.Equal(t, http.StatusOK, call(t, "POST", ctl+"/wechatpay/payments",
 		map[string]any{"order_id": "ord-w", "amount": 500, "currency": "CNY", "outcome": "failed"}, &wres))
@@ -194,12 +202,12 @@ func TestRefundsGoThroughTheProvider(t *testing.T) {
 		assert.Equal(t, int64(700), refunds[0].Amount)
 
 		var done PaymentResult
-		before := len(adapter.verified)
+		before := len(adapter.seen())
 		require.Equal(t, http.StatusOK, call(t, "POST", ctl+"/"+name+"/refunds/"+refunds[0].ProviderRefundID+"/complete", nil, &done))
 		require.NotNil(t, done.Delivered)
 		assert.Equal(t, http.StatusOK, done.Delivered.Status, done.Delivered.Body)
-		require.Len(t, adapter.verified, before+1)
-		n := adapter.verified[before]
+		require.Len(t, adapter.seen(), before+1)
+		n := adapter.seen()[before]
 		require.NotNil(t, n.Refund, name)
 		assert.Equal(t, payment.RefundSucceeded, n.Refund.Status, name)
 		got, err = providers[name].(payment.Refunder).QueryRefund(ctx, rr)
@@ -225,5 +233,5 @@ func TestBadControlCallsAreRefused(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, call(t, "POST", ctl+tc.path, tc.body, nil), tc.path)
 	}
-	assert.Empty(t, adapter.verified, "nothing refused was delivered")
+	assert.Empty(t, adapter.seen(), "nothing refused was delivered")
 }

@@ -55,6 +55,7 @@ func (s *Service) FindLostPayment(ctx context.Context, provider, orderID string,
 	for _, p := range ps {
 		if p.Provider() == n.Provider && p.ProviderTxnID() == n.ProviderTxnID {
 			lp.Known, lp.Payment = true, p
+			break
 		}
 	}
 	return lp, nil

@@ -79,11 +79,11 @@ func LostCallbacks(svc *app.Service, cfg config.Config) reconcile.Job {
 					}
 					res.Findings = append(res.Findings, f)
 					continue
-				case lp.Found == nil || lp.Known:
-					failures[name] = 0
+				}
+				failures[name] = 0 // it answered
+				if lp.Found == nil || lp.Known {
 					continue // not paid there, or recorded: its callback arrived
 				}
-				failures[name] = 0
 				n := lp.Found
 				f.IDs["provider_txn_id"] = n.ProviderTxnID
 				f.Values["amount"] = n.Amount
