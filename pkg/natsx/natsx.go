@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,12 +67,13 @@ func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetSt
 			log.Error("nats async error", "subject", subject, "err", err)
 		}),
 	}
-	if u, err := neturl.Parse(url); err == nil && u.User.Username() != "" {
+	// url may list several servers (a cluster's nodes), each with the same user.
+	if u, err := neturl.Parse(strings.Split(url, ",")[0]); err == nil && u.User.Username() != "" {
 		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(u.User.Username())))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to nats %s: %w", redact(url), err)
+		return nil, nil, fmt.Errorf("connect to nats %s: %w", Redact(url), err)
 	}
 	js, err := jetstream.New(nc,
 		// An async publish whose ack never comes fails instead of hanging the outbox relay.

@@ -239,11 +239,16 @@ func WithCredentials(rawURL, user, password string) (string, error) {
 	return u.String(), nil
 }
 
-// redact is rawURL without its password, for logs and errors.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable nats url)"
+// Redact is rawURL without its passwords, for logs and errors (rawURL may list several
+// servers, comma-separated).
+func Redact(rawURL string) string {
+	urls := strings.Split(rawURL, ",")
+	for i, one := range urls {
+		u, err := url.Parse(one)
+		if err != nil {
+			return "(unparsable nats url)"
+		}
+		urls[i] = u.Redacted()
 	}
-	return u.Redacted()
+	return strings.Join(urls, ",")
 }

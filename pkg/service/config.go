@@ -90,8 +90,11 @@ func (b Base) Validate() error {
 	if u, err := url.Parse(b.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		errs = append(errs, errors.New("DATABASE_URL must be a postgres:// URL"))
 	}
-	if u, err := url.Parse(b.NATSURL); err != nil || u.Scheme != "nats" {
-		errs = append(errs, errors.New("NATS_URL must be a nats:// URL"))
+	for _, one := range strings.Split(b.NATSURL, ",") { // a cluster's nodes, comma-separated
+		if u, err := url.Parse(one); err != nil || u.Scheme != "nats" {
+			errs = append(errs, errors.New("NATS_URL must be a nats:// URL, or several separated by commas"))
+			break
+		}
 	}
 	if b.NATSStreamReplicas < 1 || b.NATSStreamReplicas > 5 {
 		errs = append(errs, errors.New("NATS_STREAM_REPLICAS must be between 1 and 5"))

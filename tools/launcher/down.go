@@ -24,7 +24,7 @@ func Down(o Options) error {
 	// behind its back); then any service left, so they drain against a live NATS and
 	// database; then nats-server.
 	files := []string{o.path("pids", "supervisor.pid")}
-	for _, svc := range append(append([]string{}, Services...), "paysim", "nats", "redis") {
+	for _, svc := range append(append([]string{}, Services...), "paysim", "nats", "nats-2", "nats-3", "redis") {
 		files = append(files, o.path("pids", svc+".pid"))
 	}
 	for _, f := range files {
@@ -41,6 +41,9 @@ func Down(o Options) error {
 		if err := os.Remove(f); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := os.Remove(o.natsClusterMarker()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	if b, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
 		if data := strings.TrimSpace(string(b)); postmasterRunning(data) {

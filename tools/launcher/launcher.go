@@ -36,6 +36,7 @@ type Options struct {
 	RedisURL    string                           // the flash-sale gate's Redis if reachable; empty: start a throwaway redis-server; "off": no gate
 	PGPort      int                              // port of a throwaway cluster (default 15432)
 	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
+	NATSNodes   int                              // 3: the started nats-servers are a three-node JetStream cluster, streams with 3 replicas (NATS_CLUSTER)
 	RedisPort   int                              // port of a throwaway redis-server (default 16379)
 	PaysimPort  int                              // port of paysim, the payment providers' stand-in (default 18083)
 	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
@@ -143,10 +144,15 @@ func prepare(ctx context.Context, o Options) (*System, error) {
 		return nil, err
 	}
 	var err error
+	if s.opts.NATSURL == "" && s.opts.NATSPort == 0 {
+		if s.opts.NATSPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
 	if s.DatabaseURL, err = EnsurePostgres(ctx, o); err != nil {
 		return nil, err
 	}
-	if s.NATSURL, err = ensureNATS(ctx, o); err != nil {
+	if s.NATSURL, err = ensureNATS(ctx, s.opts); err != nil {
 		return nil, err
 	}
 	if s.RedisURL, err = ensureRedis(ctx, o); err != nil {
@@ -274,6 +280,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	}
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.serviceNATSURL(svc))
+	if s.opts.NATSURL == "" { // an external NATS's replicas are its operator's (NATS_STREAM_REPLICAS)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("NATS_STREAM_REPLICAS=%d", s.opts.streamReplicas()))
+	}
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/natsx"
@@ -42,57 +43,127 @@ func NATSBinary(ctx context.Context, o Options) (string, error) {
 // ensureNATS returns the admin's URL of a NATS whose streams are ensured. An external NATS
 // (o.NATSURL) is used as given, by the services too: its users, if any, are its operator's
 // business, and its URL must be allowed to manage streams. Otherwise it starts the pinned
-// nats-server locked down (or finds the one an earlier up started) and returns its URL with
-// the admin's credentials; each service gets its own (serviceNATSURL).
+// nats-server locked down, one node or the three of a JetStream cluster (o.NATSNodes), or
+// finds those an earlier up started, and returns their URLs with the admin's credentials;
+// each service gets its own (serviceNATSURL).
 func ensureNATS(ctx context.Context, o Options) (string, error) {
 	if o.NATSURL != "" {
 		return o.NATSURL, ensureStreams(ctx, o, o.NATSURL)
 	}
-	port := o.NATSPort
-	if port == 0 {
-		var err error
-		if port, err = freePort(); err != nil {
-			return "", err
-		}
-	}
-	plain := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	passwords, err := natsPasswords(o)
 	if err != nil {
 		return "", err
 	}
-	adminURL, err := natsx.WithCredentials(plain, natsx.AdminUser, passwords[natsx.AdminUser])
+	adminURL, err := natsURLs(o, natsx.AdminUser, passwords[natsx.AdminUser])
 	if err != nil {
 		return "", err
 	}
-	if pid := readPid(o.path("pids", "nats.pid")); pid > 0 && Alive(pid) {
+	nodes := o.natsNodes()
+	running := 0
+	for _, n := range nodes {
+		if pid := readPid(o.path("pids", n.name+".pid")); pid > 0 && Alive(pid) {
+			running++
+		}
+	}
+	_, err = os.Stat(o.natsClusterMarker())
+	sameShape := (err == nil) == (len(nodes) > 1)
+	if running == len(nodes) && sameShape {
 		// Ours, from an earlier up: it must be the locked-down server of these passwords.
 		if err := checkLocked(ctx, adminURL); err != nil {
-			return "", fmt.Errorf("nats-server (pid %d) from an earlier up: %w; run `make down` and `make up` again", pid, err)
+			return "", fmt.Errorf("nats-server from an earlier up: %w; run `make down` and `make up` again", err)
 		}
 		return adminURL, ensureStreams(ctx, o, adminURL)
 	}
-	if portFree(fmt.Sprintf("127.0.0.1:%d", port), 0) != nil {
-		return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", port)
-	}
-	conf, err := writeNATSConfig(o, port, passwords)
-	if err != nil {
-		return "", err
+	if pid := readPid(o.path("pids", "nats.pid")); running > 0 || pid > 0 && Alive(pid) {
+		return "", errors.New("an earlier up runs nats-server with another NATS_CLUSTER, or a node of its cluster died; run `make down` first")
 	}
 	bin, err := NATSBinary(ctx, o)
 	if err != nil {
 		return "", err
 	}
-	if _, err := spawn(o, "nats", exec.Command(bin, "-c", conf)); err != nil {
-		return "", err
+	for _, n := range nodes {
+		if err := portFree(fmt.Sprintf("127.0.0.1:%d", n.client), 0); err != nil {
+			return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", n.client)
+		}
+		conf, err := writeNATSConfig(o, n, nodes, passwords)
+		if err != nil {
+			return "", err
+		}
+		if _, err := spawn(o, n.name, exec.Command(bin, "-c", conf)); err != nil {
+			return "", err
+		}
 	}
+	if len(nodes) > 1 {
+		if err := os.WriteFile(o.natsClusterMarker(), nil, 0o644); err != nil {
+			return "", err
+		}
+	}
+	for _, n := range nodes {
+		if err := waitListening(n.client); err != nil {
+			return "", fmt.Errorf("nats-server %s did not start; see %s", n.name, o.path("logs", n.name+".log"))
+		}
+	}
+	return adminURL, ensureStreams(ctx, o, adminURL)
+}
+
+// natsClusterMarker is there while an up's nats-servers are a cluster (Down removes it).
+func (o Options) natsClusterMarker() string { return o.path("pids", "nats.cluster") }
+
+// natsNode is one nats-server the launcher runs: its name (pid and log file), client and
+// cluster ports and store directory.
+type natsNode struct {
+	name          string
+	client, route int
+	storeDir      string
+}
+
+// natsNodes are the launcher's nats-servers: one on NATSPort with its store in RunDir/nats,
+// or, with NATSNodes 3, a cluster whose node i (0, 1, 2) listens on NATSPort+1000*i for
+// clients and NATSPort+1000*i+500 for routes, its store in RunDir/nats/cluster/node-i (apart
+// from the single server's: a store does not move between the two).
+func (o Options) natsNodes() []natsNode {
+	if o.NATSNodes <= 1 {
+		return []natsNode{{name: "nats", client: o.NATSPort, storeDir: o.natsDir()}}
+	}
+	nodes := make([]natsNode, o.NATSNodes)
+	for i := range nodes {
+		name := "nats"
+		if i > 0 {
+			name = fmt.Sprintf("nats-%d", i+1)
+		}
+		nodes[i] = natsNode{name: name, client: o.NATSPort + 1000*i, route: o.NATSPort + 1000*i + 500,
+			storeDir: filepath.Join(o.natsDir(), "cluster", fmt.Sprintf("node-%d", i+1))}
+	}
+	return nodes
+}
+
+// natsURLs is the comma-separated client URLs of every node, each with user's credentials
+// (the client picks one and moves to another when it fails).
+func natsURLs(o Options, user, password string) (string, error) {
+	var urls []string
+	for _, n := range o.natsNodes() {
+		u, err := natsx.WithCredentials(fmt.Sprintf("nats://127.0.0.1:%d", n.client), user, password)
+		if err != nil {
+			return "", err
+		}
+		urls = append(urls, u)
+	}
+	return strings.Join(urls, ","), nil
+}
+
+// streamReplicas is the stream replicas of the launcher's nats-servers: one per node.
+func (o Options) streamReplicas() int { return max(1, o.NATSNodes) }
+
+func waitListening(port int) error {
+	var err error
 	for range 100 {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-			c.Close()
-			return adminURL, ensureStreams(ctx, o, adminURL)
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+			return c.Close()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return "", fmt.Errorf("nats-server did not start; see %s", o.path("logs", "nats.log"))
+	return err
 }
 
 // natsPasswords reads RunDir/nats/passwords.json, first making it with a random password for
@@ -144,25 +215,42 @@ func readNATSPasswords(o Options) (map[string]string, error) {
 	return pw, nil
 }
 
-// writeNATSConfig writes RunDir/nats/nats.conf: the server listens on 127.0.0.1:port only,
-// runs JetStream in RunDir/nats and knows the users of natsx.AuthorizationConfig. With one
-// replica, a message acknowledged to the relay must be on disk before the ack (sync_interval:
-// always; the default syncs every 2 minutes, and an OS crash would lose what the outbox already
-// marked published: review F6).
-func writeNATSConfig(o Options, port int, passwords map[string]string) (string, error) {
+// writeNATSConfig writes node n's configuration, RunDir/nats/<name>.conf: it listens on
+// 127.0.0.1 only, runs JetStream in its store and knows the users of
+// natsx.AuthorizationConfig; in a cluster it routes to the other nodes. A message
+// acknowledged to the relay must be on disk before the ack (sync_interval: always; the default
+// syncs every 2 minutes, and an OS crash would lose what the outbox already marked published:
+// review F6). The routes carry no credentials or TLS: they listen on 127.0.0.1 only.
+func writeNATSConfig(o Options, n natsNode, nodes []natsNode, passwords map[string]string) (string, error) {
 	auth, err := natsx.AuthorizationConfig(passwords)
 	if err != nil {
 		return "", err
 	}
 	var b bytes.Buffer
 	b.WriteString("# Written by tools/launcher on every up from pkg/natsx/permissions.go; edits are lost.\n")
-	fmt.Fprintf(&b, "server_name: %s\nlisten: %s\n", natsx.ConfString("stockflow"), natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", port)))
-	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n  sync_interval: always\n}\n", natsx.ConfString(o.natsDir()))
+	serverName := "stockflow"
+	if len(nodes) > 1 {
+		serverName = "stockflow-" + n.name
+	}
+	fmt.Fprintf(&b, "server_name: %s\nlisten: %s\n", natsx.ConfString(serverName), natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", n.client)))
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n  sync_interval: always\n}\n", natsx.ConfString(n.storeDir))
+	if len(nodes) > 1 {
+		fmt.Fprintf(&b, "cluster {\n  name: stockflow\n  listen: %s\n  routes: [\n", natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", n.route)))
+		for _, peer := range nodes {
+			if peer.name != n.name {
+				fmt.Fprintf(&b, "    %s\n", natsx.ConfString(fmt.Sprintf("nats-route://127.0.0.1:%d", peer.route)))
+			}
+		}
+		b.WriteString("  ]\n}\n")
+	}
 	b.WriteString(auth)
-	if err := os.MkdirAll(o.natsDir(), 0o700); err != nil {
+	if err := os.MkdirAll(n.storeDir, 0o700); err != nil {
 		return "", err
 	}
-	conf := filepath.Join(o.natsDir(), "nats.conf")
+	conf := filepath.Join(o.natsDir(), n.name+".conf")
+	if len(nodes) == 1 {
+		conf = filepath.Join(o.natsDir(), "nats.conf")
+	}
 	if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
 		return "", err
 	}
@@ -195,7 +283,25 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	drifts, err := natsx.CreateStreams(ctx, js, localReplicas)
+	if o.NATSURL == "" && o.streamReplicas() > 1 {
+		// A cluster just started answers JetStream requests once its nodes have elected a
+		// meta leader; a request sent before the routes carried its reply's interest may never
+		// be answered, so each try has its own second.
+		for {
+			try, cancelTry := context.WithTimeout(ctx, time.Second)
+			_, err := js.AccountInfo(try)
+			cancelTry()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("nats cluster: no JetStream meta leader: %w", err)
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+	drifts, err := natsx.CreateStreams(ctx, js, o.streamReplicas())
 	for _, d := range drifts {
 		o.Log("nats: stream %s (left as it is; `go run ./tools/cmd/stockflow streams apply` changes it)", d)
 	}
@@ -204,9 +310,6 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 	}
 	return nil
 }
-
-// localReplicas is the stream replicas of the launcher's single nats-server.
-const localReplicas = 1
 
 // NATSAdminURL is the URL, with the admin's credentials, of the NATS that up uses: o.NATSURL
 // when set, else the launcher's nats-server on o.NATSPort (its passwords from an earlier up).
@@ -218,7 +321,7 @@ func NATSAdminURL(o Options) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the NATS admin's password (is stockflow up? set NATS_URL for another server): %w", err)
 	}
-	return natsx.WithCredentials(fmt.Sprintf("nats://127.0.0.1:%d", o.NATSPort), natsx.AdminUser, pw[natsx.AdminUser])
+	return natsURLs(o, natsx.AdminUser, pw[natsx.AdminUser])
 }
 
 // serviceNATSURL is the NATS_URL svc starts with: the launcher's nats-server with svc's own
@@ -233,7 +336,7 @@ func (s *System) serviceNATSURL(svc string) string {
 	if err != nil {
 		s.opts.Log("nats credentials of %s: %v", svc, err)
 	}
-	u, err := natsx.WithCredentials(s.NATSURL, svc, pw[svc])
+	u, err := natsURLs(s.opts, svc, pw[svc])
 	if err != nil {
 		s.opts.Log("nats url of %s: %v", svc, err)
 		return ""

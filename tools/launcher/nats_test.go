@@ -150,3 +150,73 @@ func TestDeploymentAuthConfIsCurrent(t *testing.T) {
 	}
 	assert.Equal(t, want, strings.Join(got, "\n"), "regenerate deploy/k8s/base/nats/auth.conf: UPDATE_AUTH_CONF=1 go test -run TestDeploymentAuthConfIsCurrent ./launcher")
 }
+
+// NATS_CLUSTER=3: up starts three locked-down nodes in one JetStream cluster with every stream
+// on all three; a service's URL lists them all, so it keeps publishing when the node leading
+// its stream is killed; an up with a node dead refuses to go on half a cluster.
+func TestUpStartsAThreeNodeCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three pinned nats-servers")
+	}
+	ctx := context.Background()
+	o, _ := natsRunDir(t)
+	o.NATSNodes = 3
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range o.natsNodes() {
+				b, _ := os.ReadFile(o.path("logs", n.name+".log"))
+				t.Logf("%s's log:\n%s", n.name, b)
+			}
+		}
+	})
+
+	adminURL, err := ensureNATS(ctx, o)
+	require.NoError(t, err)
+	assert.Len(t, strings.Split(adminURL, ","), 3, "the admin's URL lists every node")
+	anc, admin, err := natsx.Connect(ctx, adminURL, "admin")
+	require.NoError(t, err)
+	defer anc.Close()
+	stream, err := admin.Stream(ctx, natsx.StreamStock)
+	require.NoError(t, err)
+	info := stream.CachedInfo()
+	assert.Equal(t, 3, info.Config.Replicas)
+	require.NotNil(t, info.Cluster)
+	assert.Len(t, info.Cluster.Replicas, 2, "a copy on each of the other two nodes")
+
+	sys := &System{opts: o, NATSURL: adminURL}
+	nc, stock, err := natsx.Connect(ctx, sys.serviceNATSURL("stock"), "stock")
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = natsx.PrepareStreams(ctx, nc, stock, 3)
+	require.NoError(t, err, "a service finds its streams with 3 replicas")
+	_, err = stock.Publish(ctx, events.SubjectStockLocked, []byte(`{}`))
+	require.NoError(t, err)
+
+	// SIGKILL the node leading STOCK: a new leader takes over and the next publish is stored.
+	var leader natsNode
+	for _, n := range o.natsNodes() {
+		if "stockflow-"+n.name == info.Cluster.Leader {
+			leader = n
+		}
+	}
+	require.NotEmpty(t, leader.name, "leader %q is one of ours", info.Cluster.Leader)
+	require.NoError(t, syscall.Kill(readPid(o.path("pids", leader.name+".pid")), syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := stock.Publish(short, events.SubjectStockLocked, []byte(`{}`))
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "publish after the leader died")
+	info, err = stream.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), info.State.Msgs, "both acked messages kept")
+	assert.NotEqual(t, "stockflow-"+leader.name, info.Cluster.Leader)
+
+	_, err = ensureNATS(ctx, o)
+	assert.ErrorContains(t, err, "make down", "up with one node dead")
+	require.NoError(t, Down(o))
+	for _, n := range o.natsNodes() {
+		assert.NoFileExists(t, o.path("pids", n.name+".pid"))
+	}
+	assert.NoFileExists(t, o.natsClusterMarker())
+}

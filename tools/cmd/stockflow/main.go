@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +35,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
 
@@ -70,6 +70,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	nodes, err := natsCluster(getenv)
+	if err != nil {
+		return err
+	}
 	ports := map[string]int{}
 	for svc, p := range launcher.DefaultPorts {
 		ports[svc] = p + offset
@@ -78,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
 		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, Ports: ports,
+		NATSNodes: nodes,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
@@ -136,7 +141,7 @@ func printUp(w io.Writer, sys *launcher.System) {
 	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
 		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
 	}
-	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", redacted(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
+	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", natsx.Redact(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
 	gate := sys.RedisURL + " (the flash-sale gate; POST /v1/skus/{sku}/gate arms a SKU)"
 	if sys.RedisURL == "" {
 		gate = "off (no redis-server): every order takes the database path"
@@ -195,11 +200,17 @@ func token(o launcher.Options, args []string, stdout, stderr io.Writer) error {
 }
 
 // redacted is u without its password.
-func redacted(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
+// natsCluster is NATS_CLUSTER: how many nats-servers up starts, 1 (the default) or 3 (a
+// JetStream cluster, streams with 3 replicas).
+func natsCluster(getenv func(string) string) (int, error) {
+	switch v := getenv("NATS_CLUSTER"); v {
+	case "", "1":
+		return 1, nil
+	case "3":
+		return 3, nil
+	default:
+		return 0, fmt.Errorf("NATS_CLUSTER=%q: 1 or 3 nodes", v)
 	}
-	return u
 }
 
 func orDefault(v, def string) string {
