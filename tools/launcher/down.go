@@ -24,8 +24,12 @@ func Down(o Options) error {
 	// behind its back); then any service left, so they drain against a live NATS and
 	// database; then nats-server.
 	files := []string{o.path("pids", "supervisor.pid")}
-	for _, svc := range append(append([]string{}, Services...), "paysim", "nats", "nats-2", "nats-3", "redis") {
-		files = append(files, o.path("pids", svc+".pid"))
+	names := append(append([]string{}, Services...), "paysim")
+	for _, n := range (Options{NATSNodes: clusterNodes}).natsNodes() { // either shape's nodes
+		names = append(names, n.name)
+	}
+	for _, name := range append(names, "redis") {
+		files = append(files, o.path("pids", name+".pid"))
 	}
 	for _, f := range files {
 		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {

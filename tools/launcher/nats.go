@@ -74,17 +74,19 @@ func ensureNATS(ctx context.Context, o Options) (string, error) {
 		}
 		return adminURL, ensureStreams(ctx, o, adminURL)
 	}
-	if pid := readPid(o.path("pids", "nats.pid")); running > 0 || pid > 0 && Alive(pid) {
+	if running > 0 { // node 0 is "nats" in either shape, so a single server counts here too
 		return "", errors.New("an earlier up runs nats-server with another NATS_CLUSTER, or a node of its cluster died; run `make down` first")
 	}
 	bin, err := NATSBinary(ctx, o)
 	if err != nil {
 		return "", err
 	}
-	for _, n := range nodes {
+	for _, n := range nodes { // every port before any node starts, so none is left half up
 		if err := portFree(fmt.Sprintf("127.0.0.1:%d", n.client), 0); err != nil {
 			return "", fmt.Errorf("port %d is taken by another server (another checkout's `make up`? run `make down` there, or set STOCKFLOW_PORT_OFFSET)", n.client)
 		}
+	}
+	for _, n := range nodes {
 		conf, err := writeNATSConfig(o, n, nodes, passwords)
 		if err != nil {
 			return "", err
@@ -116,6 +118,9 @@ type natsNode struct {
 	client, route int
 	storeDir      string
 }
+
+// clusterNodes is how many nats-servers NATS_CLUSTER may ask for.
+const clusterNodes = 3
 
 // natsNodes are the launcher's nats-servers: one on NATSPort with its store in RunDir/nats,
 // or, with NATSNodes 3, a cluster whose node i (0, 1, 2) listens on NATSPort+1000*i for
@@ -154,6 +159,7 @@ func natsURLs(o Options, user, password string) (string, error) {
 // streamReplicas is the stream replicas of the launcher's nats-servers: one per node.
 func (o Options) streamReplicas() int { return max(1, o.NATSNodes) }
 
+// waitListening waits up to about 10 s for something to accept connections on 127.0.0.1:port.
 func waitListening(port int) error {
 	var err error
 	for range 100 {

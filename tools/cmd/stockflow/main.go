@@ -199,7 +199,6 @@ func token(o launcher.Options, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// redacted is u without its password.
 // natsCluster is NATS_CLUSTER: how many nats-servers up starts, 1 (the default) or 3 (a
 // JetStream cluster, streams with 3 replicas).
 func natsCluster(getenv func(string) string) (int, error) {
