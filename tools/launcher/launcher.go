@@ -37,6 +37,7 @@ type Options struct {
 	PGPort      int                              // port of a throwaway cluster (default 15432)
 	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
 	NATSNodes   int                              // 3: the started nats-servers are a three-node JetStream cluster, streams with 3 replicas (NATS_CLUSTER)
+	NATSSync    string                           // the started nats-servers' JetStream sync_interval: "always" (default: fsync before every ack) or a Go duration (NATS_SYNC_INTERVAL)
 	RedisPort   int                              // port of a throwaway redis-server (default 16379)
 	PaysimPort  int                              // port of paysim, the payment providers' stand-in (default 18083)
 	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
@@ -93,6 +94,9 @@ func (o *Options) defaults() {
 	}
 	if o.Ports == nil {
 		o.Ports = DefaultPorts
+	}
+	if o.NATSSync == "" {
+		o.NATSSync = "always"
 	}
 	if o.DBPrefix == "" {
 		o.DBPrefix = "stockflow_"

@@ -226,7 +226,9 @@ func readNATSPasswords(o Options) (map[string]string, error) {
 // natsx.AuthorizationConfig; in a cluster it routes to the other nodes. A message
 // acknowledged to the relay must be on disk before the ack (sync_interval: always; the default
 // syncs every 2 minutes, and an OS crash would lose what the outbox already marked published:
-// review F6). The routes carry no credentials or TLS: they listen on 127.0.0.1 only.
+// review F6); o.NATSSync other than "always" (a duration, only to measure what that costs)
+// syncs on that interval instead. The routes carry no credentials or TLS: they listen on
+// 127.0.0.1 only.
 func writeNATSConfig(o Options, n natsNode, nodes []natsNode, passwords map[string]string) (string, error) {
 	auth, err := natsx.AuthorizationConfig(passwords)
 	if err != nil {
@@ -239,7 +241,11 @@ func writeNATSConfig(o Options, n natsNode, nodes []natsNode, passwords map[stri
 		serverName = "stockflow-" + n.name
 	}
 	fmt.Fprintf(&b, "server_name: %s\nlisten: %s\n", natsx.ConfString(serverName), natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", n.client)))
-	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n  sync_interval: always\n}\n", natsx.ConfString(n.storeDir))
+	interval := "always"
+	if o.NATSSync != "" && o.NATSSync != "always" {
+		interval = natsx.ConfString(o.NATSSync) // quoted: the config lexer reads a bare 2m as 2,000,000
+	}
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %s\n  sync_interval: %s\n}\n", natsx.ConfString(n.storeDir), interval)
 	if len(nodes) > 1 {
 		fmt.Fprintf(&b, "cluster {\n  name: stockflow\n  listen: %s\n  routes: [\n", natsx.ConfString(fmt.Sprintf("127.0.0.1:%d", n.route)))
 		for _, peer := range nodes {

@@ -220,3 +220,24 @@ func TestUpStartsAThreeNodeCluster(t *testing.T) {
 	}
 	assert.NoFileExists(t, o.natsClusterMarker())
 }
+
+// NATS_SYNC_INTERVAL reaches the config: always (the default) bare, a duration quoted, since
+// the config lexer reads a bare 2m as the number 2,000,000.
+func TestNATSConfigSyncInterval(t *testing.T) {
+	passwords, err := natsx.NewPasswords()
+	require.NoError(t, err)
+	for _, tc := range []struct{ sync, line string }{
+		{"", "  sync_interval: always\n"},
+		{"always", "  sync_interval: always\n"},
+		{"2m", "  sync_interval: \"2m\"\n"},
+	} {
+		t.Run(tc.sync, func(t *testing.T) {
+			o := Options{RunDir: t.TempDir(), NATSSync: tc.sync}
+			conf, err := writeNATSConfig(o, o.natsNodes()[0], o.natsNodes(), passwords)
+			require.NoError(t, err)
+			b, err := os.ReadFile(conf)
+			require.NoError(t, err)
+			assert.Contains(t, string(b), tc.line)
+		})
+	}
+}

@@ -74,6 +74,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	syncInterval, err := natsSyncInterval(getenv)
+	if err != nil {
+		return err
+	}
 	ports := map[string]int{}
 	for svc, p := range launcher.DefaultPorts {
 		ports[svc] = p + offset
@@ -82,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
 		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, Ports: ports,
-		NATSNodes: nodes,
+		NATSNodes: nodes, NATSSync: syncInterval,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
@@ -210,6 +214,21 @@ func natsCluster(getenv func(string) string) (int, error) {
 	default:
 		return 0, fmt.Errorf("NATS_CLUSTER=%q: 1 or 3 nodes", v)
 	}
+}
+
+// natsSyncInterval is NATS_SYNC_INTERVAL: the JetStream sync_interval of the nats-servers up
+// starts, "always" (the default: a message is on disk before its ack) or a Go duration such as
+// nats-server's own default, 2m, to measure what always costs; an OS crash then loses the
+// acknowledged messages of the last interval (review F6).
+func natsSyncInterval(getenv func(string) string) (string, error) {
+	v := getenv("NATS_SYNC_INTERVAL")
+	if v == "" || v == "always" {
+		return "always", nil
+	}
+	if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+		return "", fmt.Errorf("NATS_SYNC_INTERVAL=%q: always or a positive duration such as 2m", v)
+	}
+	return v, nil
 }
 
 func orDefault(v, def string) string {
