@@ -25,6 +25,7 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 		return stormTest(ctx, o, args[1:], stdout, stderr)
 	}
 	cfg := loadtest.Default()
+	cfg.OrderURL, cfg.StockURL = serviceURL(o, "order"), serviceURL(o, "stock")
 	fs := flag.NewFlagSet("stockflow loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
@@ -69,6 +70,7 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 // running system. A failed correctness check exits 1; a missed target does not.
 func stormTest(ctx context.Context, o launcher.Options, args []string, stdout, stderr io.Writer) error {
 	cfg := loadtest.DefaultStorm()
+	cfg.OrderURL, cfg.StockURL = serviceURL(o, "order"), serviceURL(o, "stock")
 	fs := flag.NewFlagSet("stockflow loadtest storm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
@@ -99,4 +101,10 @@ func stormTest(ctx context.Context, o launcher.Options, args []string, stdout, s
 		err = errors.New("loadtest storm: a correctness check failed")
 	}
 	return err
+}
+
+// serviceURL is where up runs svc: its port moved by STOCKFLOW_PORT_OFFSET, as in o.Ports
+// (the -order-url and -stock-url defaults; loadtest's own are the unmoved ports).
+func serviceURL(o launcher.Options, svc string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d", o.Ports[svc])
 }
