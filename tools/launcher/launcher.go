@@ -29,21 +29,24 @@ var databases = map[string]string{"order": "order", "stock": "stock", "payment-a
 
 // Options say where things go.
 type Options struct {
-	Root        string                           // repository root (for go build)
-	RunDir      string                           // state, binaries, logs and pid files (.run/)
-	DatabaseURL string                           // a server URL to use if reachable; empty: start a throwaway cluster
-	NATSURL     string                           // a NATS >= 2.12 to use; empty: start the pinned nats-server
-	RedisURL    string                           // the flash-sale gate's Redis if reachable; empty: start a throwaway redis-server; "off": no gate
-	PGPort      int                              // port of a throwaway cluster (default 15432)
-	NATSPort    int                              // port of the started nats-server (default 14222; 0 picks a free one)
-	NATSNodes   int                              // 3: the started nats-servers are a three-node JetStream cluster, streams with 3 replicas (NATS_CLUSTER)
-	NATSSync    string                           // the started nats-servers' JetStream sync_interval: "always" (default: fsync before every ack) or a Go duration (NATS_SYNC_INTERVAL)
-	RedisPort   int                              // port of a throwaway redis-server (default 16379)
-	PaysimPort  int                              // port of paysim, the payment providers' stand-in (default 18083)
-	Ports       map[string]int                   // HTTP ports per service (default DefaultPorts; 0 picks a free one)
-	DBPrefix    string                           // database name prefix (default "stockflow_")
-	Env         []string                         // extra environment for every service (KEY=VALUE)
-	Log         func(format string, args ...any) `json:"-"`
+	Root        string         // repository root (for go build)
+	RunDir      string         // state, binaries, logs and pid files (.run/)
+	DatabaseURL string         // a server URL to use if reachable; empty: start a throwaway cluster
+	NATSURL     string         // a NATS >= 2.12 to use; empty: start the pinned nats-server
+	RedisURL    string         // the flash-sale gate's Redis if reachable; empty: start a throwaway redis-server; "off": no gate
+	PGPort      int            // port of a throwaway cluster (default 15432)
+	NATSPort    int            // port of the started nats-server (default 14222; 0 picks a free one)
+	NATSNodes   int            // 3: the started nats-servers are a three-node JetStream cluster, streams with 3 replicas (NATS_CLUSTER)
+	NATSSync    string         // the started nats-servers' JetStream sync_interval: "always" (default: fsync before every ack) or a Go duration (NATS_SYNC_INTERVAL)
+	RedisPort   int            // port of a throwaway redis-server (default 16379)
+	PaysimPort  int            // port of paysim, the payment providers' stand-in (default 18083)
+	Ports       map[string]int // HTTP ports per service (default DefaultPorts; 0 picks a free one)
+	DBPrefix    string         // database name prefix (default "stockflow_")
+	Env         []string       // extra environment for every service (KEY=VALUE)
+	// Route, when set, gives the host:port a service reaches a dependency (DepPostgres,
+	// DepNATS) at instead of its own: `stockflow chaos` puts a fault-injecting proxy there.
+	Route func(svc, dep, hostport string) string `json:"-"`
+	Log   func(format string, args ...any)       `json:"-"`
 }
 
 // System is what Up started or found.
@@ -55,6 +58,7 @@ type System struct {
 	PaysimURL   string            // paysim's control API, once payment-adapter has started
 	URLs        map[string]string // http://host:port per service
 	procs       map[string]*proc
+	serviceEnv  map[string][]string // SetServiceEnv's, per service
 }
 
 // proc is a started process; exited closes when it has been reaped.
@@ -283,7 +287,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
 	}
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "DATABASE_URL="+s.ServiceDatabaseURL(svc), "NATS_URL="+s.serviceNATSURL(svc))
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr,
+		"DATABASE_URL="+s.opts.routed(svc, DepPostgres, s.ServiceDatabaseURL(svc)),
+		"NATS_URL="+s.opts.routed(svc, DepNATS, s.serviceNATSURL(svc)))
 	if s.opts.NATSURL == "" { // an external NATS's replicas are its operator's (NATS_STREAM_REPLICAS)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("NATS_STREAM_REPLICAS=%d", s.opts.streamReplicas()))
 	}
@@ -303,6 +309,7 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	}
 	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
+	cmd.Env = append(cmd.Env, s.serviceEnv[svc]...)
 	exited, err := spawn(s.opts, svc, cmd)
 	if exited != nil {
 		s.procs[svc] = &proc{cmd: cmd, exited: exited}

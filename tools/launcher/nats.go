@@ -253,20 +253,28 @@ func writeNATSConfig(o Options, n natsNode, nodes []natsNode, passwords map[stri
 				fmt.Fprintf(&b, "    %s\n", natsx.ConfString(fmt.Sprintf("nats-route://127.0.0.1:%d", peer.route)))
 			}
 		}
-		b.WriteString("  ]\n}\n")
+		// Clients keep to the URLs they were given (every node's): a server advertising
+		// its own address would take them around a proxy placed in between.
+		b.WriteString("  ]\n  no_advertise: true\n}\n")
 	}
 	b.WriteString(auth)
 	if err := os.MkdirAll(n.storeDir, 0o700); err != nil {
 		return "", err
 	}
-	conf := filepath.Join(o.natsDir(), n.name+".conf")
-	if len(nodes) == 1 {
-		conf = filepath.Join(o.natsDir(), "nats.conf")
-	}
+	conf := o.natsConf(n)
 	if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
 		return "", err
 	}
 	return conf, os.Chmod(conf, 0o600) // WriteFile keeps an older file's mode
+}
+
+// natsConf is where node n's configuration is written: RunDir/nats/nats.conf for the single
+// server, RunDir/nats/<name>.conf for a cluster's node.
+func (o Options) natsConf(n natsNode) string {
+	if o.NATSNodes <= 1 {
+		return filepath.Join(o.natsDir(), "nats.conf")
+	}
+	return filepath.Join(o.natsDir(), n.name+".conf")
 }
 
 // checkLocked says why the server at adminURL is not the locked-down server of these
