@@ -1,5 +1,5 @@
 # The few targets a newcomer needs. Everything else is a Go command.
-.PHONY: demo up down status test lint fuzz bench loadtest
+.PHONY: demo up down status test lint fuzz bench loadtest chaos
 
 demo: ## bring everything up (fresh machine included), then run a flash sale you can watch; ARGS= flash-sale flags
 	@go run ./tools/cmd/stockflow demo $(ARGS)
@@ -27,3 +27,6 @@ bench: ## lock benchmarks, naive vs engine, against real PostgreSQL; raw output 
 
 loadtest: ## POST /v1/orders at a fixed rate on the running system (make up first); RATE=, DURATION=; SCENARIO=storm: the sold-out storm, gate off and on
 	@go run ./tools/cmd/stockflow loadtest $(if $(filter storm,$(SCENARIO)),storm) $(if $(RATE),-rate $(RATE)) $(if $(DURATION),-duration $(DURATION))
+
+chaos: ## a flash sale while every kind of fault fires, then every invariant checked (about 2 min); LONG=1 the long form, NATS_CLUSTER=3 a 3-node broker
+	@go run ./tools/cmd/stockflow chaos $(if $(LONG),-long) $(if $(SEED),-seed $(SEED))

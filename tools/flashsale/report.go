@@ -29,6 +29,7 @@ type Outcome struct {
 	Attempt int    // 0 for a buyer's first order
 	Qty     int64  // units ordered
 	Intent  string // pay | cancel | timeout, for an order that awaited payment
+	PaidOK  bool   // the payment adapter acknowledged its payment callback
 	Status  string // last status seen
 }
 
@@ -147,7 +148,7 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 			lags = append(lags, rec.lockLag)
 		}
 		rec.mu.Unlock()
-		r.Outcomes = append(r.Outcomes, Outcome{OrderID: rec.ID, Buyer: rec.Buyer, Attempt: rec.Attempt, Qty: rec.Qty, Intent: rec.Intent, Status: status})
+		r.Outcomes = append(r.Outcomes, Outcome{OrderID: rec.ID, Buyer: rec.Buyer, Attempt: rec.Attempt, Qty: rec.Qty, Intent: rec.Intent, PaidOK: rec.PaidOK, Status: status})
 		r.ByStatus[status]++
 		r.ReachedAwaiting += b2i(slices.Contains(history, "awaiting_payment"))
 		r.EverPaid += b2i(slices.Contains(history, "paid"))

@@ -153,7 +153,7 @@ func prepare(ctx context.Context, o Options) (*System, error) {
 	}
 	var err error
 	if s.opts.NATSURL == "" && s.opts.NATSPort == 0 {
-		if s.opts.NATSPort, err = freePort(); err != nil {
+		if s.opts.NATSPort, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +218,8 @@ func checkoutCommit(ctx context.Context, root string) string {
 	return commit
 }
 
-func freePort() (int, error) {
+// FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -245,7 +246,7 @@ func (s *System) reserve(svc string) error {
 	port := s.opts.Ports[svc]
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			return err
 		}
 	}

@@ -24,7 +24,7 @@ func natsRunDir(t *testing.T) (Options, int) {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	port, err := freePort()
+	port, err := FreePort()
 	require.NoError(t, err)
 	o := Options{Root: root, RunDir: t.TempDir(), NATSPort: port, Log: t.Logf}
 	o.defaults()
