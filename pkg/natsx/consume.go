@@ -73,6 +73,36 @@ func IsUnavailable(err error) bool {
 	return errors.As(err, &u)
 }
 
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter marks err as transient with a known wait: the message cannot succeed before after
+// has passed (an event that came early), so Consume naks it with that delay instead of
+// RetryDelay's. It counts against MaxDeliver like any retry. RetryAfter(nil, d) is nil; a d
+// that is not positive leaves the delay to RetryDelay; Permanent wins over it.
+func RetryAfter(err error, after time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return retryAfterError{err: err, after: after}
+}
+
+// retryDelay is how long the message whose handler failed with err on its numDelivered-th
+// delivery waits before the next one: RetryAfter's delay when err carries one, else
+// RetryDelay's.
+func retryDelay(err error, numDelivered uint64) time.Duration {
+	var r retryAfterError
+	if errors.As(err, &r) && r.after > 0 {
+		return r.after
+	}
+	return RetryDelay(numDelivered)
+}
+
 // retryDelays is the NakWithDelay schedule by delivery count: quick retries for blips (a lock
 // timeout, a deadlock victim), then slower ones for outages, capped so a recovered dependency
 // is noticed within seconds.
@@ -378,7 +408,7 @@ func (c *consumer) handle(msg jetstream.Msg) {
 		outcome = "nak"
 		span.RecordError(herr)
 		span.SetStatus(codes.Error, herr.Error())
-		delay := RetryDelay(numDelivered)
+		delay := retryDelay(herr, numDelivered)
 		log.WarnContext(ctx, "handler failed; retrying", "err", herr, "retry_in", delay)
 		if err := msg.NakWithDelay(delay); err != nil {
 			log.ErrorContext(ctx, "nak failed; the message will be redelivered after ack wait", "err", err, "handler_err", herr)

@@ -12,6 +12,8 @@
 //	                           terminated like a poison message instead
 //	Unavailable(err)         → the same, with OutageMaxDeliver deliveries (hours): a
 //	                           dependency is down, the message is not at fault
+//	RetryAfter(err, d)       → the same, NakWithDelay(d): the message came early and is
+//	                           due after d
 //
 // On, Switch and OnMessage are the one shape of a consumer's handler: decode with pkg/events,
 // run the use case with the message's inbox identity, and mark its errors as the consumer's

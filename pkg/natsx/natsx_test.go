@@ -188,6 +188,38 @@ func TestRetryDelayGrowsAndIsCapped(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, natsx.RetryDelay(1))
 }
 
+// TestRetryAfterNaksWithItsDelay: a message that came early is redelivered once its delay has
+// passed, not after RetryDelay's 100ms.
+func TestRetryAfterNaksWithItsDelay(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	ack, err := js.Publish(ctx, events.SubjectOrderCreated, []byte(`{"id":"x"}`), jetstream.WithMsgID("early"))
+	require.NoError(t, err)
+
+	const wait = 1500 * time.Millisecond
+	var seen counter
+	var first time.Time
+	var second time.Duration
+	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "early"},
+		func(ctx context.Context, msg jetstream.Msg) error {
+			if seen.add(msg) == 1 {
+				first = time.Now()
+				return fmt.Errorf("release: %w", natsx.RetryAfter(errors.New("not yet due"), wait))
+			}
+			second = time.Since(first)
+			return nil
+		}, testLogger(t))
+	require.NoError(t, err)
+	defer stop()
+
+	require.Eventually(t, consumerSettled(t, js, "early", ack.Sequence), 10*time.Second, 20*time.Millisecond)
+	stop()
+	assert.Equal(t, 2, seen.n(), "deliveries %v", seen.calls)
+	assert.GreaterOrEqual(t, second, wait, "redelivered before the delay it asked for")
+	assert.Nil(t, natsx.RetryAfter(nil, wait))
+	assert.True(t, natsx.IsPermanent(natsx.RetryAfter(natsx.Permanent(errors.New("bad")), wait)), "permanent wins")
+}
+
 // counter records each delivery a handler saw.
 type counter struct {
 	mu    sync.Mutex
