@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -57,7 +58,9 @@ func ServiceEnv(ctx context.Context, repoRoot, binDir string, environ []string, 
 	return env, nil
 }
 
-// parseEnv reads the first field of each non-empty line of an `env` listing.
+// parseEnv reads the first field of each non-empty line of an `env` listing, leaving out the
+// variables marked "unset" (fault injection only, such as CLOCK_OFFSET): a deployment gives
+// them no source.
 func parseEnv(out []byte) ([]string, error) {
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -66,10 +69,13 @@ func parseEnv(out []byte) ([]string, error) {
 		if line == "" {
 			continue
 		}
-		name, _, _ := strings.Cut(line, "\t")
+		name, columns, _ := strings.Cut(line, "\t")
 		name = strings.TrimSpace(name)
 		if !envName.MatchString(name) {
 			return nil, fmt.Errorf("line %q: %q is not a variable name", line, name)
+		}
+		if slices.Contains(strings.Split(columns, "\t"), "unset") {
+			continue
 		}
 		names = append(names, name)
 	}

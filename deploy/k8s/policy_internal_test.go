@@ -55,9 +55,9 @@ func TestImageProblem(t *testing.T) {
 }
 
 func TestParseEnv(t *testing.T) {
-	names, err := parseEnv([]byte("HTTP_ADDR\nDATABASE_URL\tsecret\nNATS_URL\tsecret\tdefault=nats://x\n\nLOG_LEVEL\tdefault=INFO\n"))
+	names, err := parseEnv([]byte("HTTP_ADDR\nDATABASE_URL\tsecret\nNATS_URL\tsecret\tdefault=nats://x\n\nLOG_LEVEL\tdefault=INFO\nCLOCK_OFFSET\tunset\tdefault=0s\n"))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"HTTP_ADDR", "DATABASE_URL", "NATS_URL", "LOG_LEVEL"}, names)
+	assert.Equal(t, []string{"HTTP_ADDR", "DATABASE_URL", "NATS_URL", "LOG_LEVEL"}, names, "a deployment leaves CLOCK_OFFSET unset")
 
 	_, err = parseEnv([]byte("HTTP_ADDR\n{\"level\":\"INFO\"}\n"))
 	assert.Error(t, err, "a line that is not a variable name (a log line on stdout) is an error")

@@ -79,6 +79,20 @@ type Base struct {
 	// ReconcileLagMax is how many messages a consumer may be behind before the outbox job
 	// reports it.
 	ReconcileLagMax int `env:"RECONCILE_CONSUMER_LAG_MAX" envDefault:"1000"`
+	// ClockOffset is for fault-injection runs only: it shifts this process's clock (the use
+	// cases' Clock) as a stepped system clock would, ahead or (negative) behind, up to 24h
+	// either way. PostgreSQL's now() and the NATS server's clock do not move. Leave it 0.
+	ClockOffset time.Duration `env:"CLOCK_OFFSET" envDefault:"0s" deploy:"unset"`
+}
+
+// maxClockOffset bounds ClockOffset: a day either way is more than any stepped clock.
+const maxClockOffset = 24 * time.Hour
+
+// Clock is the time the service's use cases read: now, shifted by ClockOffset, in UTC and
+// truncated to the microseconds PostgreSQL keeps (what is written reads back equal).
+func (b Base) Clock() func() time.Time {
+	offset := b.ClockOffset
+	return func() time.Time { return time.Now().Add(offset).UTC().Truncate(time.Microsecond) }
 }
 
 // Validate reports the first setting that cannot work.
@@ -119,6 +133,9 @@ func (b Base) Validate() error {
 	}
 	if b.ReconcileOutboxInterval < 0 || b.ReconcileOutboxAge < 0 || b.ReconcileLagMax < 0 {
 		errs = append(errs, errors.New("RECONCILE_OUTBOX_INTERVAL, RECONCILE_OUTBOX_AGE and RECONCILE_CONSUMER_LAG_MAX must not be negative"))
+	}
+	if b.ClockOffset < -maxClockOffset || b.ClockOffset > maxClockOffset {
+		errs = append(errs, fmt.Errorf("CLOCK_OFFSET must be between -%s and %s", maxClockOffset, maxClockOffset))
 	}
 	return errors.Join(errs...)
 }
@@ -162,14 +179,17 @@ func LogAttrs(cfg any) []any {
 }
 
 // writeEnv prints one line per environment variable cfg reads: its name, then tab-separated
-// "secret" for a secret and "default=<v>" when it has one. Deployment checks read the first
-// column.
+// "secret" for a secret, "unset" for one a deployment must leave unset (tag deploy:"unset")
+// and "default=<v>" when it has one. Deployment checks read the first column and "unset".
 func writeEnv(w io.Writer, cfg any) error {
 	var b strings.Builder
 	eachSetting(cfg, func(f reflect.StructField, _ reflect.Value) {
 		b.WriteString(f.Tag.Get("env"))
 		if f.Tag.Get("secret") == "true" {
 			b.WriteString("\tsecret")
+		}
+		if f.Tag.Get("deploy") == "unset" {
+			b.WriteString("\tunset")
 		}
 		if d, ok := f.Tag.Lookup("envDefault"); ok {
 			b.WriteString("\tdefault=" + d)

@@ -71,13 +71,7 @@ func TestInboxRetentionCoversTheStreams(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := []string{"HTTP_ADDR=:0", "DATABASE_URL=postgres://127.0.0.1/x"}
-			if tc.value != "" {
-				env = append(env, "INBOX_RETENTION="+tc.value)
-			}
-			var b Base
-			require.NoError(t, LoadConfig(&b, env))
-			err := b.Validate()
+			_, err := validated(t, "INBOX_RETENTION", tc.value)
 			if tc.ok {
 				assert.NoError(t, err)
 				return

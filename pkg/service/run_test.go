@@ -36,6 +36,7 @@ func TestEnvAndVersionNeedNothingRunning(t *testing.T) {
 	assert.Contains(t, lines, "NATS_STREAM_REPLICAS\tdefault=1\n")
 	assert.Contains(t, lines, "THING_WINDOW\tdefault=30m\n")
 	assert.Contains(t, lines, "THING_KEY\tsecret\n")
+	assert.Contains(t, lines, "CLOCK_OFFSET\tunset\tdefault=0s\n", "deployments leave it unset")
 	assert.NotContains(t, lines, "skip")
 
 	out.Reset()

@@ -56,7 +56,7 @@ func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
 	}
 	log.Info("payment providers", "providers", providers.Names(), "queried_for_lost_callbacks", providers.Queriers())
-	svc := app.New(paymentpg.New(pool), providers, log)
+	svc := app.New(paymentpg.New(pool), providers, log, app.WithClock(cfg.Clock()))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),

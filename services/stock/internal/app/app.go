@@ -40,11 +40,11 @@ func New(store Store, with ...Option) *Service {
 // runs every request in its own transaction. Its instruments (docs/observability.md) are made
 // here, once, on the global MeterProvider unless an Option says otherwise.
 func NewCombining(store Store, opts combine.Options, with ...Option) *Service {
-	o := options{meters: otel.GetMeterProvider()}
+	o := options{meters: otel.GetMeterProvider(), now: time.Now}
 	for _, opt := range with {
 		opt(&o)
 	}
-	s := &Service{now: time.Now}
+	s := &Service{now: o.now}
 	s.rec = newRecorder(store, s.now, o)
 	s.store = guarded{Store: store, rec: s.rec}
 	// Batches run on a context of their own: a caller giving up must not abort the others.
@@ -53,6 +53,16 @@ func NewCombining(store Store, opts combine.Options, with ...Option) *Service {
 	s.resolves = combine.New(ctx, opts.Named("resolve"), combined(func(c resolveCall) string { return c.orderID }, s.resolveOrders))
 	return s
 }
+
+// WithClock makes the Service read the time from now: whether a timeout is due, the overdue
+// gauge, the time its events carry. The service passes service.Base.Clock; tests move it.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// Now is the time on the Service's clock (WithClock): jobs that pick locks by their deadline
+// read it, so they agree with the use cases about what is due.
+func (s *Service) Now() time.Time { return s.now() }
 
 // Close waits for the batches in flight and stops the gauges; later calls fail.
 func (s *Service) Close() {

@@ -48,6 +48,7 @@ type options struct {
 	meters       metric.MeterProvider
 	watch        []string
 	overdueGrace time.Duration
+	now          func() time.Time // WithClock
 }
 
 // WithMeterProvider makes the Service's instruments on mp instead of the global

@@ -59,7 +59,7 @@ type overdueResponse struct {
 // overdueLocks lists locks still held more than grace after their deadline: after a healthy
 // run there are none (the timeout service and its sweeper release them).
 func (e endpoints) overdueLocks(ctx context.Context, grace time.Duration) (overdueResponse, error) {
-	n, orders, err := e.svc.OverdueLocks(ctx, time.Now().Add(-grace), 100)
+	n, orders, err := e.svc.OverdueLocks(ctx, e.svc.Now().Add(-grace), 100)
 	if err != nil {
 		return overdueResponse{}, err
 	}

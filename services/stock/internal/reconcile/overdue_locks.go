@@ -15,7 +15,7 @@ import (
 // (release_timeout rows, stock.released with reason timeout), up to batch orders a run.
 func OverdueLocks(svc *app.Service, interval, grace time.Duration, batch int) reconcile.Job {
 	return reconcile.Job{Name: "overdue_locks", Interval: interval, Run: func(ctx context.Context, mode reconcile.Mode) (reconcile.Result, error) {
-		n, orders, err := svc.OverdueLocks(ctx, time.Now().Add(-grace), batch)
+		n, orders, err := svc.OverdueLocks(ctx, svc.Now().Add(-grace), batch)
 		res := reconcile.Result{Checked: n}
 		if err != nil {
 			return res, err

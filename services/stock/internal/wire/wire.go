@@ -22,8 +22,8 @@ var Schema = stockpg.Schema
 
 // Parts returns the service.Spec Wire function of the stock service: the use cases over the
 // store on the dependencies pkg/service brings up, their concurrent calls combined into
-// batches as cfg says, its gauges watching cfg.WatchSKUs and the locks overdue by more than
-// cfg.OverdueLocksGrace; the HTTP API, ready when the database and NATS answer, with the
+// batches as cfg says, on cfg.Clock (CLOCK_OFFSET), its gauges watching cfg.WatchSKUs and the
+// locks overdue by more than cfg.OverdueLocksGrace; the HTTP API, ready when the database and NATS answer, with the
 // storefront availability refreshed every cfg.AvailabilityTTL by a loop and the flash-sale
 // gate routes (Redis at cfg.Gate); the consumers; and the reconciliation jobs, which ask
 // order over d.Peers, with the gate job when there is a Redis.
@@ -31,7 +31,7 @@ func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts
 	return func(_ context.Context, d service.Deps) (service.Parts, error) {
 		store := stockpg.NewStore(d.Pool)
 		svc := app.NewCombining(store, combine.Options{MaxBatch: cfg.CombineMaxBatch, MaxWait: cfg.CombineWait, Flushers: cfg.CombineFlushers},
-			app.WithWatchedSKUs(cfg.WatchSKUs...), app.WithOverdueGrace(cfg.OverdueLocksGrace))
+			app.WithWatchedSKUs(cfg.WatchSKUs...), app.WithOverdueGrace(cfg.OverdueLocksGrace), app.WithClock(cfg.Clock()))
 		avail := app.NewAvailability(store, app.AvailabilityOptions{TTL: cfg.AvailabilityTTL, Low: cfg.AvailabilityLow, Log: d.Log})
 		g, _ := gate.New(cfg.Gate) // cfg is validated: the URL parses
 		gates := app.NewGates(store, g, cfg.GateOrphanAge)

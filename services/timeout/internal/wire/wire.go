@@ -43,7 +43,7 @@ func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts
 // nothing.
 func Build(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier) service.Parts {
 	cancel := func(ctx context.Context, orderID string) error { return natsx.CancelSchedule(ctx, js, orderID) }
-	svc := app.New(timeoutpg.New(pool), cancel, log, cfg.SweepBatch)
+	svc := app.New(timeoutpg.New(pool), cancel, log, cfg.SweepBatch, app.WithClock(cfg.Clock()))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),

@@ -39,7 +39,8 @@ type system struct {
 	kit  *authtest.Kit
 }
 
-func start(t *testing.T, sweepInterval time.Duration) *system {
+// start runs the system with a sweeper every sweepInterval and the settings env.
+func start(t *testing.T, sweepInterval time.Duration, env ...string) *system {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pool, _ := pgtest.New(t, wire.Schemas()...)
@@ -49,7 +50,7 @@ func start(t *testing.T, sweepInterval time.Duration) *system {
 	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
 
 	log := slog.New(slog.DiscardHandler)
-	cfg, err := config.Load([]string{"TIMEOUT_SWEEP_INTERVAL=" + sweepInterval.String()})
+	cfg, err := config.Load(append([]string{"TIMEOUT_SWEEP_INTERVAL=" + sweepInterval.String()}, env...))
 	require.NoError(t, err)
 	kit := authtest.New(t)
 	parts := wire.Build(pool, js, log, cfg, pool.Ping, kit.Verifier)
@@ -209,6 +210,17 @@ func TestSweeperAloneExpiresWhenTheScheduleIsLost(t *testing.T) {
 	require.Eventually(t, func() bool { return len(s.expired()) == 1 }, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, "expired", s.state("ord-lost"))
 	assert.Empty(t, s.streamMsgs(natsx.StreamSchedules, natsx.FireSubject("ord-lost")), "nothing fired: the sweeper did it")
+}
+
+// TestClockAheadExpiresEarlyAndKeepsRunning: with CLOCK_OFFSET (a fault-injection run) the
+// service's clock runs an hour ahead, so its sweeper expires a deadline half an hour away at
+// once — what stock checks against its own clock (F19) — and nothing fails.
+func TestClockAheadExpiresEarlyAndKeepsRunning(t *testing.T) {
+	s := start(t, 200*time.Millisecond, "CLOCK_OFFSET=1h")
+	s.publish(locked("ord-ahead", time.Now().Add(30*time.Minute)))
+	require.Eventually(t, func() bool { return len(s.expired()) == 1 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "expired", s.state("ord-ahead"))
+	s.settle()
 }
 
 func TestDuplicatesAndLateFiresChangeNothing(t *testing.T) {
