@@ -225,7 +225,7 @@ func TestSummaryConstraintsRefuseInconsistentRows(t *testing.T) {
 
 func TestResolveOnce(t *testing.T) {
 	ctx := context.Background()
-	deadline := time.Now().Add(time.Hour)
+	deadline := time.Now().Add(-time.Minute) // passed: the timeouts are due
 	type step struct {
 		do       func(*app.Service, string) (app.Resolution, error)
 		applied  bool
@@ -285,7 +285,7 @@ func TestResolveOnce(t *testing.T) {
 func TestLatePaymentWithoutStockFailsAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	svc := newService(t)
-	deadline := time.Now().Add(time.Hour)
+	deadline := time.Now().Add(-time.Minute) // passed: the timeout is due
 	_, err := svc.CreateSKU(ctx, "CUP-1", 2, "t")
 	require.NoError(t, err)
 	_, err = svc.LockForOrder(ctx, nil, "late", []events.Line{line("CUP-1", 2)}, deadline, "t")
@@ -484,4 +484,60 @@ func TestLockForOrderRefusesLinesItCannotTake(t *testing.T) {
 	got, err := svc.GetSKU(ctx, "CUP-1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(10), got.Available(), "nothing moved")
+}
+
+// TestTimeoutIsJudgedOnTheServiceClock (F19): a timeout before the lock's deadline on the
+// service's own clock moves nothing, writes no ledger row and leaves its message unclaimed; the
+// same message once the clock reaches the deadline releases, and a third time is a duplicate.
+// A cancellation does not wait for the deadline.
+func TestTimeoutIsJudgedOnTheServiceClock(t *testing.T) {
+	ctx := context.Background()
+	deadline := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var now atomic.Int64 // the service's clock, in Unix microseconds
+	now.Store(deadline.Add(-time.Minute).UnixMicro())
+	pool, _ := pgtest.New(t, service.Schemas(postgres.Schema)...)
+	svc := app.New(postgres.NewStore(pool), app.WithClock(func() time.Time { return time.UnixMicro(now.Load()).UTC() }))
+	t.Cleanup(svc.Close)
+	_, err := svc.CreateSKU(ctx, "CUP-1", 10, "t")
+	require.NoError(t, err)
+	for _, id := range []string{"unpaid", "cancelled"} {
+		_, err = svc.LockForOrder(ctx, nil, id, []events.Line{line("CUP-1", 2)}, deadline, "t")
+		require.NoError(t, err)
+	}
+	ledgerRows := func() int {
+		entries, err := svc.Ledger(ctx, "CUP-1", 0, 100)
+		require.NoError(t, err)
+		return len(entries)
+	}
+	rowsBefore := ledgerRows()
+	expired := &inbox.Message{Consumer: "stock-timeout-expired", ID: "timeout-expired:unpaid"}
+
+	_, err = svc.ReleaseLock(ctx, expired, "unpaid", stock.ChangeReleaseTimeout, app.Operator)
+	var notDue *stock.NotYetDueError
+	require.ErrorAs(t, err, &notDue)
+	assert.Equal(t, time.Minute, notDue.Wait)
+	got, err := svc.GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{OnHand: 10, Locked: 4}, got.Quantities)
+	assert.Equal(t, rowsBefore, ledgerRows(), "no ledger row")
+
+	res, err := svc.ReleaseLock(ctx, nil, "cancelled", stock.ChangeReleaseCancel, "t")
+	require.NoError(t, err)
+	assert.True(t, res.Applied, "a cancellation does not wait for the deadline")
+
+	now.Store(deadline.UnixMicro())
+	res, err = svc.ReleaseLock(ctx, expired, "unpaid", stock.ChangeReleaseTimeout, app.Operator)
+	require.NoError(t, err)
+	assert.True(t, res.Applied, "the same message releases once due: the early try left no claim")
+	require.Len(t, res.Entries, 1)
+	assert.Equal(t, string(stock.ChangeReleaseTimeout), res.Entries[0].Type)
+	res, err = svc.ReleaseLock(ctx, expired, "unpaid", stock.ChangeReleaseTimeout, app.Operator)
+	require.NoError(t, err)
+	assert.True(t, res.Duplicate, "and only once")
+
+	got, err = svc.GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, stock.Quantities{OnHand: 10}, got.Quantities)
+	assert.Equal(t, rowsBefore+2, ledgerRows(), "one release_cancel, one release_timeout")
+	requireConsistent(t, svc)
 }

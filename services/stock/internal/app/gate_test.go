@@ -105,7 +105,7 @@ func TestCheckAccountsForWhatIsInFlight(t *testing.T) {
 	}
 	f.buy(t, "in-flight", false)
 	f.buy(t, "released", true)
-	_, err = f.svc.ReleaseLock(ctx, nil, "released", stock.ChangeReleaseTimeout, "test")
+	_, err = f.svc.ReleaseLock(ctx, nil, "released", stock.ChangeReleaseCancel, "test")
 	require.NoError(t, err)
 
 	v, err := f.gates.View(ctx, "HOT")

@@ -1,12 +1,13 @@
 // Package consumers names the stock service's durable consumers and the use case each runs:
 // natsx.On and natsx.Switch decode the event, call the app with the message's inbox identity
 // and mark the error as errs declares, and natsx.Consume maps it to the ack (nil → Ack,
-// permanent or malformed → dead letter and Term, anything else → Nak with backoff). Nothing
-// else.
+// permanent or malformed → dead letter and Term, a timeout not yet due → Nak until its
+// deadline, anything else → Nak with backoff). Nothing else.
 package consumers
 
 import (
 	"context"
+	"errors"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -63,9 +64,20 @@ func All(svc *app.Service) []service.Consumer {
 		{Spec: combined(spec(natsx.StreamTimeout, TimeoutExpired, events.SubjectTimeoutExpired)),
 			Handle: natsx.On(TimeoutExpired, errs, func(ctx context.Context, in inbox.Message, ev events.TimeoutExpired) error {
 				_, err := svc.ReleaseLock(ctx, &in, ev.OrderID, stock.ChangeReleaseTimeout, app.Operator)
-				return err
+				return early(err)
 			})},
 	}
+}
+
+// early asks for a timeout that came before the lock's deadline on stock's clock (the timeout
+// service's clock runs ahead) to be redelivered when it is due, rather than on the backoff
+// schedule that would dead-letter it within minutes.
+func early(err error) error {
+	var notDue *stock.NotYetDueError
+	if errors.As(err, &notDue) {
+		return natsx.RetryAfter(err, notDue.Wait)
+	}
+	return err
 }
 
 func spec(stream, durable string, subjects ...string) natsx.ConsumerSpec {

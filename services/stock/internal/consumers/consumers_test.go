@@ -118,7 +118,9 @@ func TestOrderFlowThroughTheConsumers(t *testing.T) {
 
 	r.publish(orderCreated("paid", "CUP-1", 2))
 	r.publish(orderCreated("too-big", "CUP-1", 9))
-	r.publish(orderCreated("unpaid", "CUP-1", 1))
+	unpaid := orderCreated("unpaid", "CUP-1", 1)
+	unpaid.PaymentDeadline = time.Now() // due when its timeout comes
+	r.publish(unpaid)
 	r.publish(orderCreated("cancelled", "CUP-1", 1))
 	r.publish(orderCreated("bad-sku", "has space", 1))
 	r.publish(orderCreated("huge", "CUP-1", stock.MaxQty+1))
@@ -219,4 +221,59 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 		}
 		return info.CachedInfo().State.Msgs >= 1
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestEarlyTimeoutIsRedeliveredAtTheDeadline (F19): a timeout.expired that comes before the
+// lock's deadline on stock's clock (the timeout service's clock runs ahead) releases nothing
+// and is not marked processed; JetStream redelivers it at the deadline and it releases once.
+func TestEarlyTimeoutIsRedeliveredAtTheDeadline(t *testing.T) {
+	type delivery struct {
+		at  time.Time
+		err error
+	}
+	deliveries := make(chan delivery, 10)
+	r := newRig(t, func(h natsx.Handler) natsx.Handler {
+		return func(ctx context.Context, msg jetstream.Msg) error {
+			err := h(ctx, msg)
+			if msg.Subject() == events.SubjectTimeoutExpired {
+				deliveries <- delivery{time.Now(), err}
+			}
+			return err
+		}
+	})
+	ctx := context.Background()
+	_, err := r.svc.CreateSKU(ctx, "CUP-1", 5, "t")
+	require.NoError(t, err)
+	deadline := time.Now().Add(2 * time.Second).UTC().Truncate(time.Microsecond)
+	created := orderCreated("early", "CUP-1", 2)
+	created.PaymentDeadline = deadline
+	r.publish(created)
+	require.Eventually(t, func() bool { return len(r.outcomes(events.SubjectStockLocked)) == 1 }, 10*time.Second, 50*time.Millisecond)
+
+	r.publish(events.TimeoutExpired{OrderID: "early", Deadline: deadline})
+	first := <-deliveries
+	require.True(t, first.at.Before(deadline), "the test is too slow: the timeout came after its deadline")
+	assert.ErrorIs(t, first.err, stock.ErrNotYetDue)
+	assert.Equal(t, stock.Quantities{OnHand: 5, Locked: 2}, r.quantities("CUP-1"), "still held")
+	assert.Zero(t, r.count(`SELECT count(*) FROM stock_ledger WHERE change_type = 'release_timeout'`))
+	assert.Zero(t, r.count(`SELECT count(*) FROM inbox WHERE consumer = $1`, consumers.TimeoutExpired), "not marked processed")
+
+	last, early := first, 1
+	for last.err != nil {
+		select {
+		case last = <-deliveries:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the early timeout was never redelivered")
+		}
+		if last.err != nil {
+			early++
+		}
+	}
+	assert.False(t, last.at.Before(deadline), "released before the deadline, at %s", last.at)
+	assert.Equal(t, 1, early, "redelivered once, at the deadline, not on the backoff schedule")
+	natstest.WaitSettled(t, r.js, natsx.StreamTimeout, consumers.TimeoutExpired)
+	assert.Equal(t, stock.Quantities{OnHand: 5}, r.quantities("CUP-1"))
+	assert.Equal(t, 1, r.count(`SELECT count(*) FROM stock_ledger WHERE change_type = 'release_timeout'`))
+	assert.Equal(t, 1, r.count(`SELECT count(*) FROM outbox WHERE subject = $1`, events.SubjectStockReleased))
+	assert.Empty(t, deliveries, "nothing delivered after the release")
 }

@@ -47,6 +47,7 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: stock.ErrSKUExists, Code: httpx.NewCode(http.StatusConflict, "sku_exists")},
 	{Err: stock.ErrInsufficientStock, Code: codeInsufficientStock},
 	{Err: stock.ErrLockNotHeld, Code: httpx.NewCode(http.StatusConflict, "lock_not_held")},
+	{Err: stock.ErrNotYetDue, Code: httpx.NewCode(http.StatusConflict, "lock_not_yet_due")},
 	{Err: stock.ErrIdempotencyReuse, Code: httpx.NewCode(http.StatusConflict, "idempotency_conflict")},
 	{Err: stock.ErrAdjustmentDecided, Code: httpx.NewCode(http.StatusConflict, "adjustment_decided")},
 	{Err: stock.ErrStocktakeConflict, Code: httpx.NewCode(http.StatusConflict, "stocktake_conflict")},

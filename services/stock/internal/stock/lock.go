@@ -74,17 +74,41 @@ func (l *Lock) Sell() (Movement, error) {
 	}
 }
 
-// Release returns a held lock to available, for a timeout or a cancellation.
-func (l *Lock) Release(t ChangeType) (Movement, error) {
-	if t != ChangeReleaseTimeout && t != ChangeReleaseCancel {
-		return Movement{}, fmt.Errorf("release with change type %q", t)
+// ReleaseCancel returns a held lock to available for a cancellation, at any time.
+func (l *Lock) ReleaseCancel() (Movement, error) { return l.release(ChangeReleaseCancel) }
+
+// ReleaseTimeout returns a held lock to available because its deadline has passed on now,
+// stock's own clock: the timeout service's clock may run ahead. Before the deadline it returns
+// a *NotYetDueError (errors.Is ErrNotYetDue) and changes nothing. A lock no longer held
+// returns ErrAlreadyResolved, whatever the time.
+func (l *Lock) ReleaseTimeout(now time.Time) (Movement, error) {
+	if l.state == StateLocked && now.Before(l.deadline) {
+		return Movement{}, &NotYetDueError{OrderID: l.orderID, SKU: l.sku, Wait: l.deadline.Sub(now)}
 	}
+	return l.release(ChangeReleaseTimeout)
+}
+
+func (l *Lock) release(t ChangeType) (Movement, error) {
 	if l.state != StateLocked {
 		return Movement{}, l.resolved()
 	}
 	l.state = StateReleased
 	return l.movement(t, Quantities{Locked: -l.qty.n}, ""), nil
 }
+
+// NotYetDueError is ErrNotYetDue for one lock: Wait is how long until its deadline, on the
+// clock ReleaseTimeout was given.
+type NotYetDueError struct {
+	OrderID, SKU string
+	Wait         time.Duration
+}
+
+func (e *NotYetDueError) Error() string {
+	return fmt.Sprintf("%s: %s/%s is due in %s", ErrNotYetDue, e.OrderID, e.SKU, e.Wait)
+}
+
+// Is makes errors.Is(err, ErrNotYetDue) hold.
+func (e *NotYetDueError) Is(target error) bool { return target == ErrNotYetDue }
 
 // Ship takes sold units out of the warehouse: sold and on_hand drop.
 func (l *Lock) Ship() (Movement, error) {

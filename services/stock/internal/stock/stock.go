@@ -31,6 +31,7 @@ var (
 	ErrAdjustmentDecided  = errors.New("adjustment already decided")
 	ErrSelfApproval       = errors.New("an adjustment must be approved by someone other than its requester")
 	ErrStocktakeConflict  = errors.New("stocktake conflicts with the stock as it is now")
+	ErrNotYetDue          = errors.New("lock not yet due")
 )
 
 // ValidSKU returns ErrBadSKU unless s is a well-formed SKU id (the contract's syntax).

@@ -46,27 +46,39 @@ func TestLockTransitions(t *testing.T) {
 		delta   stock.Quantities
 		wantErr error
 	}
+	// A timeout is judged on stock's clock (now), not the timeout service's; a cancellation
+	// is not judged at all.
+	deadline := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	timeoutAt := func(now time.Time) func(*stock.Lock) (stock.Movement, error) {
+		return func(l *stock.Lock) (stock.Movement, error) { return l.ReleaseTimeout(now) }
+	}
 	sell := (*stock.Lock).Sell
-	timeout := func(l *stock.Lock) (stock.Movement, error) { return l.Release(stock.ChangeReleaseTimeout) }
+	timeout, early := timeoutAt(deadline), timeoutAt(deadline.Add(-time.Second))
+	cancel := (*stock.Lock).ReleaseCancel
 	ship := (*stock.Lock).Ship
 	refund := (*stock.Lock).Refund
 	cases := map[string]tc{
-		"sell held":              {stock.StateLocked, sell, stock.StateSold, stock.Quantities{Locked: -3, Sold: 3}, nil},
-		"sell released re-locks": {stock.StateReleased, sell, stock.StateSold, stock.Quantities{Sold: 3}, nil},
-		"sell sold":              {stock.StateSold, sell, stock.StateSold, stock.Quantities{}, stock.ErrAlreadyResolved},
-		"release held":           {stock.StateLocked, timeout, stock.StateReleased, stock.Quantities{Locked: -3}, nil},
-		"release sold":           {stock.StateSold, timeout, stock.StateSold, stock.Quantities{}, stock.ErrAlreadyResolved},
-		"release released":       {stock.StateReleased, timeout, stock.StateReleased, stock.Quantities{}, stock.ErrAlreadyResolved},
-		"ship sold":              {stock.StateSold, ship, stock.StateShipped, stock.Quantities{Sold: -3, OnHand: -3}, nil},
-		"ship held":              {stock.StateLocked, ship, stock.StateLocked, stock.Quantities{}, stock.ErrLockNotHeld},
-		"refund sold":            {stock.StateSold, refund, stock.StateRefunded, stock.Quantities{Sold: -3}, nil},
-		"refund shipped":         {stock.StateShipped, refund, stock.StateRefunded, stock.Quantities{OnHand: 3}, nil},
-		"refund held":            {stock.StateLocked, refund, stock.StateLocked, stock.Quantities{}, stock.ErrLockNotHeld},
-		"refund refunded":        {stock.StateRefunded, refund, stock.StateRefunded, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"sell held":               {stock.StateLocked, sell, stock.StateSold, stock.Quantities{Locked: -3, Sold: 3}, nil},
+		"sell released re-locks":  {stock.StateReleased, sell, stock.StateSold, stock.Quantities{Sold: 3}, nil},
+		"sell sold":               {stock.StateSold, sell, stock.StateSold, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"release held":            {stock.StateLocked, timeout, stock.StateReleased, stock.Quantities{Locked: -3}, nil},
+		"release sold":            {stock.StateSold, timeout, stock.StateSold, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"release released":        {stock.StateReleased, timeout, stock.StateReleased, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"timeout before deadline": {stock.StateLocked, early, stock.StateLocked, stock.Quantities{}, stock.ErrNotYetDue},
+		"timeout after deadline":  {stock.StateLocked, timeoutAt(deadline.Add(time.Hour)), stock.StateReleased, stock.Quantities{Locked: -3}, nil},
+		"early timeout of sold":   {stock.StateSold, early, stock.StateSold, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"cancel before deadline":  {stock.StateLocked, cancel, stock.StateReleased, stock.Quantities{Locked: -3}, nil},
+		"cancel released":         {stock.StateReleased, cancel, stock.StateReleased, stock.Quantities{}, stock.ErrAlreadyResolved},
+		"ship sold":               {stock.StateSold, ship, stock.StateShipped, stock.Quantities{Sold: -3, OnHand: -3}, nil},
+		"ship held":               {stock.StateLocked, ship, stock.StateLocked, stock.Quantities{}, stock.ErrLockNotHeld},
+		"refund sold":             {stock.StateSold, refund, stock.StateRefunded, stock.Quantities{Sold: -3}, nil},
+		"refund shipped":          {stock.StateShipped, refund, stock.StateRefunded, stock.Quantities{OnHand: 3}, nil},
+		"refund held":             {stock.StateLocked, refund, stock.StateLocked, stock.Quantities{}, stock.ErrLockNotHeld},
+		"refund refunded":         {stock.StateRefunded, refund, stock.StateRefunded, stock.Quantities{}, stock.ErrAlreadyResolved},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := stock.RestoreLock("o1", "A", 3, string(c.from), time.Now())
+			l, err := stock.RestoreLock("o1", "A", 3, string(c.from), deadline)
 			require.NoError(t, err)
 			m, err := c.do(l)
 			if c.wantErr != nil {
@@ -78,6 +90,18 @@ func TestLockTransitions(t *testing.T) {
 			assert.Equal(t, c.delta, m.Delta)
 		})
 	}
+}
+
+// TestEarlyTimeoutSaysHowLongUntilDue: the consumer redelivers the message after Wait.
+func TestEarlyTimeoutSaysHowLongUntilDue(t *testing.T) {
+	deadline := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l, err := stock.RestoreLock("o1", "A", 3, string(stock.StateLocked), deadline)
+	require.NoError(t, err)
+	_, err = l.ReleaseTimeout(deadline.Add(-90 * time.Second))
+	var notDue *stock.NotYetDueError
+	require.ErrorAs(t, err, &notDue)
+	assert.ErrorIs(t, err, stock.ErrNotYetDue)
+	assert.Equal(t, 90*time.Second, notDue.Wait)
 }
 
 func TestRestoreLockRefusesUnknownState(t *testing.T) {
