@@ -159,53 +159,52 @@ func schedule(rng *mrand.Rand, span time.Duration, long bool, natsNodes int, pgL
 }
 
 func latency(at, d time.Duration, svc, dep string) fault {
-	return toxic(at, d, KindLatency, svc, dep, "latency", fmt.Sprintf("%s → %s latency 150±50 ms", svc, dep),
+	return toxic(at, d, KindLatency, svc, dep, fmt.Sprintf("%s → %s latency 150±50 ms", svc, dep),
 		`{"name":"latency","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":150,"jitter":50}}`)
 }
 
 func resets(at, d time.Duration, svc, dep string) fault {
-	return toxic(at, d, KindReset, svc, dep, "reset", fmt.Sprintf("%s → %s connections reset (TCP RST)", svc, dep),
+	return toxic(at, d, KindReset, svc, dep, fmt.Sprintf("%s → %s connections reset (TCP RST)", svc, dep),
 		`{"name":"reset","type":"reset_peer","stream":"upstream","toxicity":1,"attributes":{"timeout":0}}`)
 }
 
-// toxic adds a toxiproxy toxic to every proxy from svc to dep for d.
-func toxic(at, d time.Duration, kind, svc, dep, name, text, spec string) fault {
+// toxic adds toxiproxy toxics (JSON specs) to every proxy from svc to dep for d.
+func toxic(at, d time.Duration, kind, svc, dep, text string, specs ...string) fault {
+	var names []string
 	return fault{At: at, For: d, Kind: kind, Text: text,
 		Inject: func(_ context.Context, r *runner) error {
+			names = names[:0]
 			for _, px := range r.proxies.of(svc, dep) {
-				if _, err := px.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-					return err
+				for _, spec := range specs {
+					t, err := px.Toxics.AddToxicJson(strings.NewReader(spec))
+					if err != nil {
+						return err
+					}
+					names = append(names, t.Name)
 				}
 			}
 			return r.linked(svc, dep)
 		},
 		Heal: func(ctx context.Context, r *runner) error {
 			for _, px := range r.proxies.of(svc, dep) {
-				if err := px.Toxics.RemoveToxic(ctx, name); err != nil {
-					return err
+				for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
+					if err := px.Toxics.RemoveToxic(ctx, name); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
 		}}
 }
 
-// cut drops every connection from svc to dep and refuses new ones for d.
+// cut drops everything between svc and dep, both ways, for d: connections open stay open
+// and hear nothing, new ones are accepted and hear nothing (a toxiproxy timeout toxic of 0: a
+// partition, not a refusal). The proxy is not stopped: its port, given back to the system,
+// could be taken by any socket meanwhile.
 func cut(at, d time.Duration, svc, dep string) fault {
-	return fault{At: at, For: d, Kind: KindCut, Text: fmt.Sprintf("%s ✕ %s cut", svc, dep),
-		Inject: func(_ context.Context, r *runner) error {
-			for _, px := range r.proxies.of(svc, dep) {
-				px.Stop()
-			}
-			return r.linked(svc, dep)
-		},
-		Heal: func(_ context.Context, r *runner) error {
-			for _, px := range r.proxies.of(svc, dep) {
-				if err := px.Start(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}}
+	return toxic(at, d, KindCut, svc, dep, fmt.Sprintf("%s ✕ %s cut", svc, dep),
+		`{"name":"cut-up","type":"timeout","stream":"upstream","toxicity":1,"attributes":{"timeout":0}}`,
+		`{"name":"cut-down","type":"timeout","stream":"downstream","toxicity":1,"attributes":{"timeout":0}}`)
 }
 
 // clockStep restarts svc with its clock ahead by skew, and after d restarts it with the true

@@ -65,7 +65,7 @@ type Report struct {
 	LockLagMax                     time.Duration
 
 	ByStatus        map[string]int // orders by final status
-	ReachedAwaiting int            // orders whose history has awaiting_payment
+	HeldLock        int            // orders whose history shows a lock: awaiting_payment, or paid, closed or cancelled (an outcome that overtook stock.locked)
 	EverPaid        int            // ... paid
 	EverClosed      int            // ... closed
 	Relocked        int            // sell rows that took released stock again (late payments)
@@ -150,7 +150,9 @@ func (s *sim) report(ctx context.Context, selling time.Duration, od overdue) *Re
 		rec.mu.Unlock()
 		r.Outcomes = append(r.Outcomes, Outcome{OrderID: rec.ID, Buyer: rec.Buyer, Attempt: rec.Attempt, Qty: rec.Qty, Intent: rec.Intent, PaidOK: rec.PaidOK, Status: status})
 		r.ByStatus[status]++
-		r.ReachedAwaiting += b2i(slices.Contains(history, "awaiting_payment"))
+		r.HeldLock += b2i(slices.ContainsFunc(history, func(st string) bool {
+			return st == "awaiting_payment" || st == "paid" || st == "closed" || st == "cancelled"
+		}))
 		r.EverPaid += b2i(slices.Contains(history, "paid"))
 		r.EverClosed += b2i(slices.Contains(history, "closed"))
 		r.EverCancelled += b2i(slices.Contains(history, "cancelled"))
@@ -240,7 +242,7 @@ const (
 	CheckAllTerminal     = "every order terminal"
 	CheckNoErrors        = "no failed API calls"
 	CheckStatusesSum     = "orders by status = orders placed"
-	CheckLockRows        = "lock rows = orders that awaited payment"
+	CheckLockRows        = "lock rows = orders that held a lock"
 	CheckSellRows        = "sell rows = paid orders"
 	CheckTimeoutRows     = "release_timeout rows = closed + late payments (re-sold or refunded)"
 	CheckCancelRows      = "release_cancel rows = cancelled orders"
@@ -307,7 +309,7 @@ func (r *Report) checks(haveLedger bool) []Check {
 	eq := func(name string, api, ours int, what string) {
 		add(name, api == ours, "ledger %d, %s %d", api, what, ours)
 	}
-	eq(CheckLockRows, r.LedgerRows["lock"], r.ReachedAwaiting, "orders")
+	eq(CheckLockRows, r.LedgerRows["lock"], r.HeldLock, "orders")
 	eq(CheckSellRows, r.LedgerRows["sell"], r.EverPaid, "orders")
 	// Every timeout release belongs to an order that stayed closed, or whose late payment was
 	// re-sold or (stock gone) refunded — the sale requests no other refunds. (Not "ever
