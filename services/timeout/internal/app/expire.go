@@ -20,8 +20,8 @@ var errNoDeadline = errors.New("no deadline")
 // row lock, so no inbox claim is needed: a redelivered fire finds it expired.
 //
 // A fire that arrives before the deadline (the NATS server's clock ahead of ours) returns an
-// error wrapping deadline.ErrNotDue: the consumer retries it with backoff, and the sweeper
-// is there should it give up.
+// error wrapping a *deadline.NotDueError: the consumer redelivers it when it is due, and the
+// sweeper is there should it give up.
 func (s *Service) Fire(ctx context.Context, orderID string) error {
 	var outcome error
 	_, err := s.store.Within(ctx, nil, func(tx Tx) ([]events.Message, error) {

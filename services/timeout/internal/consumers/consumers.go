@@ -7,6 +7,7 @@ package consumers
 
 import (
 	"context"
+	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -44,7 +45,7 @@ func All(svc *app.Service) []service.Consumer {
 				if err != nil {
 					return err
 				}
-				return svc.Fire(ctx, orderID)
+				return notDueLater(svc.Fire(ctx, orderID))
 			})},
 		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockResolved, FilterSubjects: []string{events.SubjectStockSold, events.SubjectStockReleased}},
 			Handle: natsx.Switch(StockResolved, errs,
@@ -56,4 +57,15 @@ func All(svc *app.Service) []service.Consumer {
 				}),
 			)},
 	}
+}
+
+// notDueLater makes a fire that came before its deadline (the NATS server's clock ahead of
+// ours, or ours stepped back) come again when it is due by our clock, rather than on the
+// usual backoff that would dead-letter it after a few minutes.
+func notDueLater(err error) error {
+	var early *deadline.NotDueError
+	if errors.As(err, &early) {
+		return natsx.RetryAfter(err, early.Wait)
+	}
+	return err
 }

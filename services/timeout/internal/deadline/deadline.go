@@ -123,14 +123,14 @@ func (d *Deadline) At() time.Time { return d.at }
 func (d *Deadline) State() State { return d.state }
 
 // Expire resolves a scheduled deadline whose time has come: scheduled → expired. It returns
-// ErrNotDue when now is before the deadline and ErrResolved when it is no longer scheduled;
-// d is unchanged then.
+// a *NotDueError (errors.Is ErrNotDue) when now is before the deadline and ErrResolved when
+// it is no longer scheduled; d is unchanged then.
 func (d *Deadline) Expire(now time.Time) error {
 	if d.state != Scheduled {
 		return fmt.Errorf("expire %s: %w (%s)", d.orderID, ErrResolved, d.state)
 	}
 	if now.Before(d.at) {
-		return fmt.Errorf("expire %s: %w: due at %s, now %s", d.orderID, ErrNotDue, d.at.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		return &NotDueError{OrderID: d.orderID, At: d.at, Wait: d.at.Sub(now)}
 	}
 	d.state, d.resolution, d.updatedAt = Expired, ResolutionTimeout, now
 	return nil
@@ -156,3 +156,18 @@ func (d *Deadline) ScheduleAt() time.Time {
 	}
 	return t
 }
+
+// NotDueError is ErrNotDue for one deadline: Wait is how long until it is due, on the clock
+// Expire was given (a fire early by another clock — the NATS server's — waits that long).
+type NotDueError struct {
+	OrderID string
+	At      time.Time
+	Wait    time.Duration
+}
+
+func (e *NotDueError) Error() string {
+	return fmt.Sprintf("expire %s: %s: due at %s, in %s", e.OrderID, ErrNotDue, e.At.Format(time.RFC3339Nano), e.Wait)
+}
+
+// Is makes errors.Is(err, ErrNotDue) hold.
+func (e *NotDueError) Is(target error) bool { return target == ErrNotDue }

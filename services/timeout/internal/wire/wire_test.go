@@ -223,6 +223,23 @@ func TestClockAheadExpiresEarlyAndKeepsRunning(t *testing.T) {
 	s.settle()
 }
 
+// TestFireBeforeOurDeadlineComesBackWhenDue: with this service's clock 3 s behind the NATS
+// server's (a clock stepped back), the scheduled message fires 3 s early by our clock. It is
+// not expired then, and comes back once, when it is due by our clock — not on the usual
+// backoff, whose budget a clock far enough behind would exhaust into DEADLETTER.
+func TestFireBeforeOurDeadlineComesBackWhenDue(t *testing.T) {
+	s := start(t, noSweeper, "CLOCK_OFFSET=-3s")
+	s.publish(locked("ord-behind", time.Now().Add(time.Second)))
+	require.Eventually(t, func() bool { return len(s.expired()) == 1 }, 15*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "expired", s.state("ord-behind"))
+	s.settle()
+	cons, err := s.js.Consumer(context.Background(), natsx.StreamSchedules, consumers.Fire)
+	require.NoError(t, err)
+	info, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), info.Delivered.Consumer, "delivered early once, then once when due")
+}
+
 func TestDuplicatesAndLateFiresChangeNothing(t *testing.T) {
 	s := start(t, 200*time.Millisecond)
 	m := s.publish(locked("ord-dup", time.Now().Add(time.Second)))
