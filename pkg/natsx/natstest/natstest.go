@@ -19,6 +19,14 @@ func Start(t testing.TB) string {
 	return run(t, &server.Options{ServerName: "natstest"})
 }
 
+// StartSyncAlways is Start with sync_interval: always, as every configuration the project
+// ships sets it: each stored message is fsynced before its ack (Start syncs every 2 minutes,
+// nats-server's default, which tests do not need to pay for).
+func StartSyncAlways(t testing.TB) string {
+	t.Helper()
+	return run(t, &server.Options{ServerName: "natstest", SyncAlways: true})
+}
+
 // run completes opts with a random local port and JetStream under t.TempDir(), and runs it
 // until the test ends.
 func run(t testing.TB, opts *server.Options) string {
