@@ -64,15 +64,15 @@ type Report struct {
 	LockLagP50, LockLagP95         time.Duration // order placed → awaiting_payment, by order history
 	LockLagMax                     time.Duration
 
-	ByStatus        map[string]int // orders by final status
-	HeldLock        int            // orders whose history shows a lock: awaiting_payment, or paid, closed or cancelled (an outcome that overtook stock.locked)
-	EverPaid        int            // ... paid
-	EverClosed      int            // ... closed
-	Relocked        int            // sell rows that took released stock again (late payments)
-	EverCancelled   int            // ... cancelled
-	PaidUnits       int64          // units of orders whose final status is paid
-	NotTerminal     []string       // ids (at most 10) of orders that never ended
-	Outcomes        []Outcome      // every order placed, in placing order
+	ByStatus      map[string]int // orders by final status
+	HeldLock      int            // orders whose history shows a lock: awaiting_payment, or paid, closed or cancelled (an outcome that overtook stock.locked)
+	EverPaid      int            // ... paid
+	EverClosed    int            // ... closed
+	Relocked      int            // sell rows that took released stock again (late payments)
+	EverCancelled int            // ... cancelled
+	PaidUnits     int64          // units of orders whose final status is paid
+	NotTerminal   []string       // ids (at most 10) of orders that never ended
+	Outcomes      []Outcome      // every order placed, in placing order
 
 	LedgerRows map[string]int   // the SKU's ledger rows by change type
 	LedgerQty  map[string]int64 // their quantities summed
