@@ -20,8 +20,8 @@ import (
 // DefaultURL is the database a developer machine of this project runs (trust auth).
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres"
 
-// Connect opens a pool and checks that the server answers. Its sessions end a transaction left
-// idle for DefaultIdleInTransactionTimeout unless the URL says otherwise.
+// Connect opens a pool and checks that the server answers. Its sessions start with
+// sessionDefaults (an idle-in-transaction and a statement timeout) unless the URL says otherwise.
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -33,8 +33,10 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		// PostgreSQL's default max_connections of 100.
 		cfg.MaxConns = 12
 	}
-	if _, set := cfg.ConnConfig.RuntimeParams[idleInTransaction]; !set {
-		cfg.ConnConfig.RuntimeParams[idleInTransaction] = DefaultIdleInTransactionTimeout
+	for param, value := range sessionDefaults {
+		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
+			cfg.ConnConfig.RuntimeParams[param] = value
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -47,14 +49,21 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// idleInTransaction is the setting that ends a session left idle inside a transaction.
-const idleInTransaction = "idle_in_transaction_session_timeout"
+// sessionDefaults are the settings every service session starts with unless the URL sets them
+// (a parameter of the same name):
+//   - idle_in_transaction_session_timeout 60s: no use case waits that long between
+//     statements, and a transaction left open holds row locks and its database's outbox
+//     relay (review F8);
+//   - statement_timeout 30s: no use case's statement runs that long, and one stuck on a lock
+//     or a runaway plan holds a consumer's worker and its message; it fails and is retried.
+//
+// Migrate runs without the statement timeout: an index build may take longer.
+var sessionDefaults = map[string]string{
+	"idle_in_transaction_session_timeout": "60s",
+	statementTimeout:                      "30s",
+}
 
-// DefaultIdleInTransactionTimeout is how long a service's session may sit idle inside a
-// transaction before the server ends it (and rolls it back): no use case waits that long
-// between statements, and an open transaction holds row locks and its database's outbox
-// relay. The URL's idle_in_transaction_session_timeout parameter overrides it.
-const DefaultIdleInTransactionTimeout = "60s"
+const statementTimeout = "statement_timeout"
 
 // Beginner is what InTx needs: a pool, a connection or an outer transaction.
 type Beginner interface {
@@ -96,7 +105,15 @@ type Schema struct {
 
 // Migrate applies every pending migration of each schema, in order.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schemas ...Schema) error {
-	db := stdlib.OpenDBFromPool(pool)
+	cfg := pool.Config()
+	cfg.ConnConfig.RuntimeParams[statementTimeout] = "0" // a migration may build an index for minutes
+	cfg.MaxConns = 1
+	mpool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	defer mpool.Close()
+	db := stdlib.OpenDBFromPool(mpool)
 	defer db.Close()
 	for _, s := range schemas {
 		store, err := database.NewStore(database.DialectPostgres, "goose_"+s.Name)
