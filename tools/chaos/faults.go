@@ -132,10 +132,13 @@ func schedule(rng *mrand.Rand, span time.Duration, long bool, natsNodes int, pgL
 		}
 	}
 	fs = append(fs,
+		// Each service gets at least one fault on its link to PostgreSQL and one on NATS.
 		latency(at(0.04), span/6, "stock", launcher.DepPostgres),
 		latency(at(0.58), span/6, "order", launcher.DepNATS),
+		latency(at(0.12), span/8, "payment-adapter", launcher.DepPostgres),
 		resets(at(0.20), span/16, "payment-adapter", launcher.DepNATS),
 		resets(at(0.70), span/16, "stock", launcher.DepPostgres),
+		resets(at(0.64), span/16, "timeout", launcher.DepPostgres),
 		cut(at(0.46), span/10, "order", launcher.DepPostgres),
 		cut(at(0.80), span/10, "stock", launcher.DepNATS),
 		cut(at(0.34), span/12, "timeout", launcher.DepNATS),
