@@ -89,7 +89,8 @@ type Service struct {
 	newID    func() string
 	meters   metric.MeterProvider
 	rec      *recorder
-	gate     *gate.Gate // nil: no flash-sale gate
+	gate     *gate.Gate    // nil: no flash-sale gate
+	soldOut  *soldOutCache // nil: sold_out answers are not remembered
 }
 
 // Option changes a Service built by New; tests use them to fix the clock or the ids, or to

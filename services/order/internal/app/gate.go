@@ -19,6 +19,9 @@ func WithGate(g *gate.Gate) Option { return func(s *Service) { s.gate = g } }
 // admitThroughGate asks the gate for o's lines. It returns admitted=true when the gate took
 // units for o (they must be given back if o is not stored), ErrSoldOut when an armed SKU has
 // too few left, and nil otherwise (no SKU armed, or Redis not answering: the database path).
+// A sold_out is remembered (WithSoldOutTTL); when Redis does not answer, what is remembered
+// still turns the buyer away: in a storm that is a request that waited long in this process,
+// and the database path would cost it an order row for nothing.
 func (s *Service) admitThroughGate(ctx context.Context, o *order.Order) (admitted bool, err error) {
 	if s.gate == nil {
 		return false, nil
@@ -29,9 +32,20 @@ func (s *Service) admitThroughGate(ctx context.Context, o *order.Order) (admitte
 		lines[i] = gate.Line{SKU: it.SKU(), Qty: it.Qty().Int64()}
 	}
 	v, sku := s.gate.Take(ctx, o.ID(), lines)
+	if v == gate.Bypassed {
+		if sku, ok := s.soldOut.lookup(lines); ok {
+			s.rec.soldOutCached(ctx)
+			return false, fmt.Errorf("%w: %s", ErrSoldOut, sku)
+		}
+	}
 	s.rec.gated(ctx, v)
 	switch v {
 	case gate.SoldOut:
+		for _, l := range lines {
+			if l.SKU == sku {
+				s.soldOut.remember(sku, l.Qty)
+			}
+		}
 		return false, fmt.Errorf("%w: %s", ErrSoldOut, sku)
 	case gate.Admitted:
 		return true, nil
@@ -57,6 +71,9 @@ func (s *Service) GiveBack(ctx context.Context, orderID string) error {
 		return err
 	}
 	if n > 0 {
+		// The units are for sale again: the next buyer on this replica asks the gate at once
+		// (other replicas within their WithSoldOutTTL).
+		s.soldOut.forget()
 		s.log.DebugContext(ctx, "gate: units given back", "order_id", orderID, "qty", n)
 	}
 	return nil

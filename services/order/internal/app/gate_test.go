@@ -17,8 +17,9 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/postgres"
 )
 
-// gated is a Service with CUP-1 on sale behind a gate armed with units, and the gate.
-func gated(t *testing.T, units int64) (*app.Service, *gate.Gate, *redistest.Server, func() int) {
+// gated is a Service (with opts) with CUP-1 on sale behind a gate armed with units, and the
+// gate.
+func gated(t *testing.T, units int64, opts ...app.Option) (*app.Service, *gate.Gate, *redistest.Server, func() int) {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
 	srv := redistest.Start(t)
@@ -26,7 +27,7 @@ func gated(t *testing.T, units int64) (*app.Service, *gate.Gate, *redistest.Serv
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	store := postgres.New(pool)
-	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Minute}, app.WithGate(g))
+	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Minute}, append([]app.Option{app.WithGate(g)}, opts...)...)
 	_, err = svc.SetPrice(context.Background(), "CUP-1", 100, "CNY", 0, "test")
 	require.NoError(t, err)
 	require.NoError(t, g.Arm(context.Background(), "CUP-1", units))

@@ -34,6 +34,7 @@ type recorder struct {
 	oldest      metric.Float64ObservableGauge
 	gate        metric.Int64Counter
 	verdicts    map[gate.Verdict][]metric.AddOption
+	cached      []metric.AddOption // verdict sold_out_cached
 
 	mu   sync.Mutex // guards the cached age
 	at   time.Time  // when wait and err were read
@@ -57,7 +58,7 @@ func newRecorder(mp metric.MeterProvider, repo Repository, now func() time.Time)
 		r.entered[st] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("status", st.String())))}
 	}
 	if r.gate, err = meter.Int64Counter("stockflow.order.gate",
-		metric.WithDescription("Order attempts the flash-sale gate answered, by verdict (admitted, sold_out, open: no SKU armed, bypassed: Redis not answering)."),
+		metric.WithDescription("Order attempts the flash-sale gate answered, by verdict (admitted, sold_out, open: no SKU armed, bypassed: Redis not answering, sold_out_cached: a sold_out remembered from moments ago)."),
 		metric.WithUnit("{order}")); err != nil {
 		otel.Handle(err)
 	}
@@ -65,6 +66,7 @@ func newRecorder(mp metric.MeterProvider, repo Repository, now func() time.Time)
 	for _, v := range []gate.Verdict{gate.Open, gate.Admitted, gate.SoldOut, gate.Bypassed} {
 		r.verdicts[v] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", v.String())))}
 	}
+	r.cached = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("verdict", "sold_out_cached")))}
 	if r.oldest, err = meter.Float64ObservableGauge("stockflow.order.refund_pending.oldest_age",
 		metric.WithDescription("How long the order longest in refund_pending has waited there (0 when none)."),
 		metric.WithUnit("s")); err != nil {
@@ -109,6 +111,11 @@ func (r *recorder) enter(ctx context.Context, st order.Status) {
 // gated counts one gate verdict.
 func (r *recorder) gated(ctx context.Context, v gate.Verdict) {
 	r.gate.Add(ctx, 1, r.verdicts[v]...)
+}
+
+// soldOutCached counts one attempt answered sold_out from memory, without asking the gate.
+func (r *recorder) soldOutCached(ctx context.Context) {
+	r.gate.Add(ctx, 1, r.cached...)
 }
 
 // update is repo.UpdateWith that counts, once the change committed, the status the order

@@ -23,6 +23,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, 30*time.Minute, cfg.PaymentWindow)
 	assert.Equal(t, time.Minute, cfg.MinPaymentWindow)
 	assert.Equal(t, 128, cfg.CombineMaxBatch)
+	assert.Equal(t, 500*time.Millisecond, cfg.GateSoldOutTTL)
 	assert.Equal(t, app.Policy{
 		PaymentWindow: 30 * time.Minute, MinPaymentWindow: time.Minute, PriceCacheTTL: 2 * time.Second,
 		PerBuyer: app.RateLimit{Rate: 5, Burst: 10},
@@ -43,7 +44,7 @@ func TestLoadOverridesAndValidates(t *testing.T) {
 		"ORDER_PAYMENT_WINDOW=30s", // below ORDER_MIN_PAYMENT_WINDOW's 1m
 		"ORDER_MIN_PAYMENT_WINDOW=500ms", "ORDER_PRICE_CACHE_TTL=-1s", "ORDER_PRICE_CACHE_TTL=2m",
 		"ORDER_RATE_PER_BUYER=-1", "ORDER_RATE_PER_SKU_BURST=-1", "DATABASE_URL=mysql://x",
-		"ORDER_COMBINE_MAX_BATCH=0", "ORDER_COMBINE_MAX_BATCH=1001"} {
+		"ORDER_COMBINE_MAX_BATCH=0", "ORDER_COMBINE_MAX_BATCH=1001", "GATE_SOLD_OUT_TTL=-1s", "GATE_SOLD_OUT_TTL=6s"} {
 		_, err := config.Load([]string{bad})
 		assert.Error(t, err, bad)
 	}

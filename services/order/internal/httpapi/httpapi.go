@@ -35,7 +35,8 @@ import (
 // Who (pkg/auth): a buyer places, reads, lists and cancels their own orders only (the buyer id
 // is the token's; another buyer's order is 403); viewers, staff and services read any order;
 // operators and admins cancel, refund and ship any order, and set prices; anyone with a token
-// reads a price.
+// reads a price. A POST /v1/orders naming a SKU that sold out moments ago is answered
+// 409 sold_out before its token is checked (soldOutFirst).
 func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) error, v *auth.Verifier) http.Handler {
 	mux := http.NewServeMux()
 	t := httpx.Transport{Log: log, Errors: errs}
@@ -45,7 +46,7 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 		cancel  = []auth.Role{auth.Buyer, auth.Operator, auth.Admin}
 		ops     = []auth.Role{auth.Operator, auth.Admin}
 	)
-	mux.Handle("POST /v1/orders", v.Require(httpx.Server(t, decodePlaceOrder, e.placeOrder), auth.Buyer))
+	mux.Handle("POST /v1/orders", soldOutFirst(svc, v.Require(httpx.Server(t, decodePlaceOrder, e.placeOrder), auth.Buyer)))
 	mux.Handle("GET /v1/orders/{id}", v.Require(httpx.Server(t, decodeOrderID, e.getOrder), readers...))
 	mux.Handle("GET /v1/orders", v.Require(httpx.Server(t, decodeListOrders, e.listOrders), readers...))
 	mux.Handle("POST /v1/orders/{id}/cancel", v.Require(httpx.Server(t, decodeOrderAction, e.cancelOrder), cancel...))

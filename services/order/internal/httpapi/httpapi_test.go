@@ -40,15 +40,15 @@ func setup(t *testing.T) *env {
 	return setupWith(t, app.Policy{PaymentWindow: 30 * time.Minute})
 }
 
-// setupWith is the API under policy, its clock stopped at e.now, with CUP-1 on sale at
-// 4900 CNY and MUG-2 at 100 CNY.
-func setupWith(t *testing.T, policy app.Policy) *env {
+// setupWith is the API under policy (and opts), its clock stopped at e.now, with CUP-1 on
+// sale at 4900 CNY and MUG-2 at 100 CNY.
+func setupWith(t *testing.T, policy app.Policy, opts ...app.Option) *env {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
 	store := postgres.New(pool)
 	e := &env{pool: pool, store: store, now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := app.New(store, store, log, policy, app.WithClock(func() time.Time { return e.now }))
+	svc := app.New(store, store, log, policy, append([]app.Option{app.WithClock(func() time.Time { return e.now })}, opts...)...)
 	e.kit = authtest.New(t)
 	e.srv = httptest.NewServer(httpapi.Handler(svc, log, pool.Ping, e.kit.Verifier))
 	t.Cleanup(e.srv.Close)

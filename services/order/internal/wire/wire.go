@@ -49,7 +49,7 @@ func build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 		repo = app.Combine(store, combine.Options{MaxBatch: cfg.CombineMaxBatch})
 	}
 	g, _ := gate.New(cfg.Gate) // cfg is validated: the URL parses
-	svc := app.New(repo, store, log, cfg.Policy(), app.WithGate(g), app.WithClock(cfg.Clock()))
+	svc := app.New(repo, store, log, cfg.Policy(), app.WithGate(g), app.WithSoldOutTTL(cfg.GateSoldOutTTL), app.WithClock(cfg.Clock()))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
 		Consumers: consumers.All(svc),
