@@ -1,0 +1,73 @@
+// Command console runs the operations console: a browser app served from the binary (no CDN,
+// works offline) and a thin backend that calls the four services' public APIs with the
+// signed-in person's token. It has no database, broker or key of its own (decision 0007).
+//
+//	console [serve]   run the console (default)
+//
+// Configuration comes from the environment (see internal/config).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/stockflow/stockflow/services/console/internal/config"
+	"github.com/stockflow/stockflow/services/console/internal/httpapi"
+	"github.com/stockflow/stockflow/services/console/internal/live"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "console:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] != "serve" {
+		return fmt.Errorf("unknown command %q (serve)", args[0])
+	}
+	cfg, err := config.Load(environ)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	client := &http.Client{Timeout: cfg.UpstreamTimeout}
+	hub := live.New(httpapi.StockFetch(client, cfg.StockURL), cfg.LiveInterval)
+	srv := &http.Server{
+		Handler:           httpapi.Handler(cfg.Services(), client, hub, log),
+		ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	l, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	log.Info("console listening", "config", cfg)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	log.Info("console stopped")
+	return nil
+}

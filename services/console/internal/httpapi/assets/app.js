@@ -1,0 +1,636 @@
+// The stockflow operations console. Plain JavaScript, no build step, nothing from another
+// origin. The token lives in sessionStorage (this tab only, gone when it closes) and goes to
+// the console's /api proxy as a bearer header; the services verify it and check every role.
+// The claims are decoded here only to say who is signed in and to hide what the role may not do.
+'use strict';
+
+const TOKEN_KEY = 'stockflow.console.token';
+const RECENT_SKUS = 'stockflow.console.skus';
+const RECENT_ADJ = 'stockflow.console.adjustments';
+const READERS = ['viewer', 'operator', 'approver', 'admin'];
+// Who may do what, as docs/security.md's table says; the services enforce it.
+const RULES = {
+  read: READERS,
+  move: ['operator', 'admin'],      // adjustments requested, purchases, receipts
+  decide: ['approver'],             // approve / reject, never one's own
+  verify: ['operator', 'admin'],
+  check: ['operator', 'admin'],     // reconcile check
+  repair: ['admin'],                // reconcile repair
+};
+const JOBS = {
+  stock: ['overdue_locks', 'orphan_locks', 'ledger_summary', 'gate', 'outbox'],
+  order: ['stuck_orders', 'outbox'],
+  'payment-adapter': ['paid_not_sold', 'lost_callbacks', 'unconfirmed_refunds', 'outbox'],
+  timeout: ['outbox'],
+};
+const CHANGE_TYPES = ['lock', 'sell', 'release_timeout', 'release_cancel', 'refund_restock', 'ship',
+  'purchase_expected', 'purchase_inbound', 'manual_adjust', 'stocktake', 'rebalance'];
+const FIGURES = ['on_hand', 'available', 'locked', 'sold', 'incoming'];
+
+let session = null; // {token, claims}
+let live = null;    // the open water-level stream: {abort}
+
+// --- small helpers ---
+
+const $ = (sel, el = document) => el.querySelector(sel);
+
+// el builds an element; strings become text nodes (never HTML), so nothing a service answers
+// is ever parsed as markup.
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'class') e.className = v;
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined || k === false) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+const svg = (tag, attrs = {}) => {
+  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+};
+
+function flash(text, isError) {
+  const f = $('#flash');
+  f.textContent = text;
+  f.className = isError ? 'error' : '';
+  f.hidden = false;
+}
+
+const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '');
+
+function remember(key, value) {
+  const list = JSON.parse(localStorage.getItem(key) || '[]').filter((v) => v !== value);
+  list.unshift(value);
+  localStorage.setItem(key, JSON.stringify(list.slice(0, 20)));
+}
+const recent = (key) => JSON.parse(localStorage.getItem(key) || '[]');
+
+function can(action) {
+  return session !== null && session.claims.roles.some((r) => RULES[action].includes(r));
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(`${code}: ${message}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// api calls a service through the console with the signed-in token.
+async function api(method, service, path, body, headers = {}) {
+  const h = { Authorization: 'Bearer ' + session.token, ...headers };
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  let resp;
+  try {
+    resp = await fetch(`/api/${service}${path}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError(0, 'network', `the console did not answer (${e.message})`);
+  }
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!resp.ok) {
+    const err = data && data.error ? data.error : { code: `http_${resp.status}`, message: text.slice(0, 200) };
+    if (resp.status === 401) {
+      signOut(`Your token was refused (${err.code}: ${err.message}). Sign in again.`);
+    }
+    throw new ApiError(resp.status, err.code, err.message);
+  }
+  return data;
+}
+
+// --- sign in ---
+
+// decodeClaims reads a JWT's payload for display only; it checks the shape, not the signature.
+function decodeClaims(token) {
+  const parts = token.split('.');
+  if (parts.length !== 3) throw new Error('this is not a JWT: it needs three dot-separated parts');
+  let claims;
+  try {
+    const b64 = parts[1].replace(/-/g, '+').replace(/_/g, '/');
+    claims = JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))));
+  } catch {
+    throw new Error('the token\'s payload is not base64url JSON');
+  }
+  if (typeof claims.sub !== 'string' || !claims.sub) throw new Error('the token names no subject (sub)');
+  if (!Array.isArray(claims.roles) || claims.roles.length === 0) throw new Error('the token carries no roles');
+  if (typeof claims.exp === 'number' && claims.exp * 1000 < Date.now()) {
+    throw new Error(`the token expired at ${new Date(claims.exp * 1000).toLocaleString()}`);
+  }
+  return claims;
+}
+
+function signIn(token) {
+  token = token.trim().replace(/^Bearer\s+/i, '');
+  const claims = decodeClaims(token);
+  sessionStorage.setItem(TOKEN_KEY, token);
+  session = { token, claims };
+}
+
+function signOut(message) {
+  stopLive();
+  sessionStorage.removeItem(TOKEN_KEY);
+  session = null;
+  render();
+  if (message) {
+    const e = $('#signin-error');
+    e.textContent = message;
+    e.hidden = false;
+  }
+}
+
+function showMe() {
+  const signed = session !== null;
+  $('#signin').hidden = signed;
+  $('#nav').hidden = !signed;
+  $('#me').hidden = !signed;
+  if (!signed) return;
+  $('#who').textContent = session.claims.sub;
+  $('#roles').replaceChildren(...session.claims.roles.map((r) => el('span', { class: 'role' }, r)));
+  $('#expires').textContent = session.claims.exp ? `until ${new Date(session.claims.exp * 1000).toLocaleTimeString()}` : '';
+}
+
+// confirmAction asks in the page's own dialog (not window.confirm) and resolves true on Confirm.
+function confirmAction(text) {
+  const d = $('#confirm');
+  $('#confirm-text').textContent = text;
+  return new Promise((resolve) => {
+    d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+    d.returnValue = '';
+    d.showModal();
+  });
+}
+
+// --- routing ---
+
+function render() {
+  stopLive();
+  showMe();
+  const view = $('#view');
+  view.replaceChildren();
+  if (!session) return;
+  const [, page, arg] = (location.hash || '#/skus').split('/').map(decodeURIComponent);
+  const pages = { skus: skusPage, sku: skuPage, adjustments: adjustmentsPage, adjustment: adjustmentPage, reconcile: reconcilePage, orders: ordersPage };
+  (pages[page] || skusPage)(view, arg).catch((e) => flash(e.message, true));
+}
+
+// --- SKUs ---
+
+function stackedBar(s) {
+  const total = Math.max(s.available + s.locked + s.sold + s.incoming, 1);
+  const seg = (name, n) => {
+    const d = el('div', { class: 'seg-' + name, title: `${name} ${n}`, 'data-figure': name }, n > 0 ? `${name} ${n}` : '');
+    d.style.width = `${(100 * n) / total}%`;
+    return d;
+  };
+  return el('div', { class: 'bar', id: 'bar' }, seg('available', s.available), seg('locked', s.locked), seg('sold', s.sold), seg('incoming', s.incoming));
+}
+
+async function skusPage(view) {
+  const input = el('input', { id: 'sku-input', placeholder: 'CUP-1', required: true });
+  const list = el('tbody');
+  view.append(el('section', { class: 'card' },
+    el('h2', {}, 'SKUs'),
+    el('form', { class: 'inline', id: 'sku-open', onsubmit: (e) => { e.preventDefault(); location.hash = '#/sku/' + encodeURIComponent(input.value.trim()); } },
+      el('label', {}, 'SKU', input), el('button', { type: 'submit' }, 'Open')),
+    el('p', { class: 'muted' }, 'Stock has no SKU listing; the SKUs opened in this browser are below.'),
+    el('table', { id: 'sku-list' }, el('thead', {}, el('tr', {}, el('th', {}, 'SKU'), ...FIGURES.map((f) => el('th', { class: 'num' }, f)), el('th', {}, ''))), list)));
+  for (const sku of recent(RECENT_SKUS)) {
+    try {
+      const s = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}`);
+      list.append(el('tr', { class: 'clickable', onclick: () => { location.hash = '#/sku/' + encodeURIComponent(sku); } },
+        el('td', {}, sku), ...FIGURES.map((f) => el('td', { class: 'num' }, s[f])), el('td', {}, stackedBar(s))));
+    } catch (e) {
+      list.append(el('tr', {}, el('td', {}, sku), el('td', { colspan: 6, class: 'error' }, e.message)));
+    }
+  }
+}
+
+async function skuPage(view, sku) {
+  let s;
+  try {
+    s = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}`);
+  } catch (e) {
+    view.append(el('section', { class: 'card' }, el('h2', {}, sku), el('p', { class: 'error', id: 'sku-error' }, `Cannot read ${sku}: ${e.message}`)));
+    return;
+  }
+  remember(RECENT_SKUS, sku);
+  const summary = el('section', { class: 'card', id: 'summary' });
+  const fold = el('section', { class: 'card', id: 'fold' });
+  const liveCard = el('section', { class: 'card', id: 'live' });
+  const ledgerCard = el('section', { class: 'card', id: 'ledger' });
+  view.append(summary);
+  if (can('move')) view.append(movesCard(sku));
+  view.append(liveCard, fold, ledgerCard);
+  drawSummary(summary, s);
+  api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/gate`).then((g) => {
+    summary.append(el('p', { id: 'gate' }, 'Gate: ', JSON.stringify(g)));
+  }).catch(() => {});
+  liveCard.append(el('h2', {}, 'Water level'),
+    el('button', { id: 'live-start', onclick: () => startLive(sku, liveCard) }, 'Watch live'),
+    el('span', { id: 'live-status', class: 'muted' }, ' not watching'));
+  const entries = await loadLedger(sku, ledgerCard);
+  drawFold(fold, s, entries);
+  drawLedger(ledgerCard, entries);
+}
+
+function drawSummary(card, s) {
+  card.replaceChildren(el('h2', {}, `SKU ${s.sku}`),
+    el('table', { id: 'figures' },
+      el('tr', {}, ...FIGURES.map((f) => el('th', { class: 'num' }, f)), el('th', { class: 'num' }, 'slots')),
+      el('tr', {}, ...FIGURES.map((f) => el('td', { class: 'num', 'data-figure': f }, s[f])), el('td', { class: 'num' }, s.slots))),
+    el('h3', {}, 'on hand = available + locked + sold; incoming is on its way'),
+    stackedBar(s),
+    el('p', { class: 'muted' }, `updated ${fmtTime(s.updated_at)}`));
+}
+
+function movesCard(sku) {
+  const kind = el('select', { id: 'adj-kind' }, el('option', { value: 'manual_adjust' }, 'manual_adjust (delta)'), el('option', { value: 'stocktake' }, 'stocktake (counted)'));
+  const qty = el('input', { id: 'adj-qty', type: 'number', placeholder: '-3 or 340' });
+  const reason = el('input', { id: 'adj-reason', placeholder: 'damaged in transit' });
+  const poQty = el('input', { id: 'po-qty', type: 'number', min: '1', placeholder: '50' });
+  const poRef = el('input', { id: 'po-ref', placeholder: 'po-1' });
+  const result = el('p', { id: 'move-result' });
+  const submitAdj = async (e) => {
+    e.preventDefault();
+    const n = Number(qty.value);
+    if (qty.value === '' || !Number.isInteger(n)) { flash('Enter a whole number of units', true); return; }
+    const body = { kind: kind.value, reason: reason.value };
+    if (kind.value === 'stocktake') body.counted = n; else body.delta = n;
+    try {
+      const a = await api('POST', 'stock', `/v1/skus/${encodeURIComponent(sku)}/adjustments`, body);
+      remember(RECENT_ADJ, String(a.id));
+      result.replaceChildren('Adjustment ', el('a', { href: `#/adjustment/${a.id}`, id: 'adj-link' }, `#${a.id}`), ` ${a.state}, requested by ${a.requested_by}; a second person with the approver role decides it.`);
+      flash(`Adjustment #${a.id} requested by ${a.requested_by}: ${a.state}`);
+    } catch (err) { flash(`Adjustment refused: ${err.message}`, true); }
+  };
+  const move = (path, what) => async () => {
+    const n = Number(poQty.value);
+    if (!Number.isInteger(n) || n <= 0) { flash('Enter a positive whole number of units', true); return; }
+    if (!poRef.value.trim()) { flash('Enter the purchase order reference (it makes a retry safe)', true); return; }
+    try {
+      const row = await api('POST', 'stock', `/v1/skus/${encodeURIComponent(sku)}/${path}`, { qty: n }, { 'Idempotency-Key': poRef.value.trim() + '-' + path });
+      flash(`${what} ${n} (${poRef.value}) by ${row.operator}: ledger row ${row.id}`);
+      render();
+    } catch (err) { flash(`${what} refused: ${err.message}`, true); }
+  };
+  return el('section', { class: 'card', id: 'moves' }, el('h2', {}, 'Operations'),
+    el('h3', {}, 'Adjustment (four eyes)'),
+    el('form', { class: 'inline', id: 'adj-form', onsubmit: submitAdj },
+      el('label', {}, 'kind', kind), el('label', {}, 'units', qty), el('label', {}, 'reason', reason),
+      el('button', { type: 'submit', id: 'adj-submit' }, 'Request adjustment')),
+    result,
+    el('h3', {}, 'Purchase order'),
+    el('div', { class: 'inline' }, el('label', {}, 'reference ', poRef), el('label', {}, ' units ', poQty),
+      el('button', { id: 'po-expect', onclick: move('purchases', 'Expected') }, 'Expected (incoming +)'),
+      el('button', { id: 'po-receive', onclick: move('receipts', 'Received') }, 'Received (on hand +)')));
+}
+
+// loadLedger reads the whole ledger of a SKU, 1,000 rows a page (up to 50,000 rows): the fold
+// needs every row, and the filters run over what is loaded.
+async function loadLedger(sku, card) {
+  card.replaceChildren(el('h2', {}, 'Ledger'), el('p', { class: 'muted' }, 'loading…'));
+  const entries = [];
+  let after = 0;
+  for (let page = 0; page < 50; page++) {
+    const r = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/ledger?after=${after}&limit=1000`);
+    entries.push(...r.entries);
+    if (!r.next_after) break;
+    after = r.next_after;
+  }
+  return entries;
+}
+
+// drawFold is "why is this number what it is": each slot's last ledger row says what the slot
+// holds; their sum must be the summary. Next to it, every change type's rows and units.
+function drawFold(card, s, entries) {
+  const bySlot = new Map();
+  const byType = new Map();
+  for (const e of entries) {
+    bySlot.set(e.slot, e.after);
+    const t = byType.get(e.change_type) || { rows: 0, qty: 0 };
+    t.rows++; t.qty += e.qty;
+    byType.set(e.change_type, t);
+  }
+  const folded = Object.fromEntries(FIGURES.map((f) => [f, 0]));
+  for (const a of bySlot.values()) for (const f of FIGURES) folded[f] += a[f];
+  const rows = FIGURES.map((f) => {
+    const same = folded[f] === s[f];
+    return el('tr', {}, el('td', {}, f), el('td', { class: 'num' }, s[f]), el('td', { class: 'num', 'data-fold': f }, folded[f]),
+      el('td', { class: same ? 'ok' : 'error' }, same ? 'matches' : `differs by ${s[f] - folded[f]}`));
+  });
+  const consistent = FIGURES.every((f) => folded[f] === s[f]);
+  card.replaceChildren(el('h2', {}, 'Why is this number what it is'),
+    el('p', { id: 'fold-verdict', class: consistent ? 'ok' : 'error' },
+      consistent ? `The ledger's ${entries.length} rows fold to the summary.` : `The ledger's ${entries.length} rows do not fold to the summary.`),
+    el('table', {}, el('tr', {}, el('th', {}, 'figure'), el('th', { class: 'num' }, 'summary'), el('th', { class: 'num' }, 'ledger fold'), el('th', {}, '')), rows),
+    el('h3', {}, 'Rows by change type'),
+    el('table', { id: 'by-type' }, el('tr', {}, el('th', {}, 'change type'), el('th', { class: 'num' }, 'rows'), el('th', { class: 'num' }, 'units')),
+      [...byType.entries()].map(([t, v]) => el('tr', {}, el('td', {}, t), el('td', { class: 'num' }, v.rows), el('td', { class: 'num' }, v.qty)))));
+  if (can('verify')) {
+    const out = el('p', { id: 'verify-result' });
+    card.append(el('button', {
+      id: 'verify', onclick: async () => {
+        try {
+          const r = await api('POST', 'stock', '/v1/admin/verify');
+          out.className = r.consistent ? 'ok' : 'error';
+          out.textContent = r.consistent ? 'Server verify: every SKU\'s ledger folds to its summary.' : `Server verify: ${JSON.stringify(r.differences)}`;
+        } catch (e) { flash(`Verify refused: ${e.message}`, true); }
+      },
+    }, 'Verify every SKU on the server'), out);
+  }
+}
+
+const PAGE = 50;
+
+function drawLedger(card, entries) {
+  const type = el('select', { id: 'f-type' }, el('option', { value: '' }, 'any change'), CHANGE_TYPES.map((t) => el('option', { value: t }, t)));
+  const order = el('input', { id: 'f-order', placeholder: 'order id' });
+  const operator = el('input', { id: 'f-operator', placeholder: 'operator' });
+  const from = el('input', { id: 'f-from', type: 'datetime-local' });
+  const to = el('input', { id: 'f-to', type: 'datetime-local' });
+  const body = el('tbody');
+  const info = el('span', { id: 'ledger-info' });
+  let page = 0;
+  const filtered = () => {
+    const f = from.value ? new Date(from.value).getTime() : -Infinity;
+    const t = to.value ? new Date(to.value).getTime() : Infinity;
+    return entries.filter((e) => (!type.value || e.change_type === type.value)
+      && (!order.value || (e.order_id || '').includes(order.value.trim()))
+      && (!operator.value || e.operator.includes(operator.value.trim()))
+      && new Date(e.created_at).getTime() >= f && new Date(e.created_at).getTime() <= t).reverse();
+  };
+  const show = () => {
+    const rows = filtered();
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    page = Math.min(page, pages - 1);
+    body.replaceChildren(...rows.slice(page * PAGE, (page + 1) * PAGE).map((e) => el('tr', {},
+      el('td', { class: 'num' }, e.id), el('td', {}, fmtTime(e.created_at)), el('td', {}, e.change_type), el('td', { class: 'num' }, e.qty),
+      el('td', { class: 'num' }, e.slot), el('td', {}, e.order_id || ''), el('td', {}, e.operator), el('td', {}, e.remark),
+      el('td', { class: 'num' }, `${e.after.available}/${e.after.locked}/${e.after.sold}`))));
+    info.textContent = ` ${rows.length} of ${entries.length} rows, page ${page + 1} of ${pages}`;
+  };
+  const refilter = () => { page = 0; show(); };
+  for (const i of [type, order, operator, from, to]) i.addEventListener('input', refilter);
+  card.replaceChildren(el('h2', {}, 'Ledger'),
+    el('form', { class: 'inline', id: 'ledger-filters', onsubmit: (e) => e.preventDefault() },
+      el('label', {}, 'change', type), el('label', {}, 'order', order), el('label', {}, 'operator', operator),
+      el('label', {}, 'from', from), el('label', {}, 'to', to)),
+    el('p', {}, el('button', { id: 'ledger-prev', onclick: () => { page = Math.max(0, page - 1); show(); } }, '◀ newer'),
+      el('button', { id: 'ledger-next', onclick: () => { page++; show(); } }, 'older ▶'), info),
+    el('table', { id: 'ledger-table' }, el('thead', {}, el('tr', {}, ['id', 'at', 'change', 'qty', 'slot', 'order', 'operator', 'remark', 'after avail/locked/sold'].map((h) => el('th', {}, h)))), body));
+  show();
+}
+
+// --- live water level ---
+
+function stopLive() {
+  if (live) { live.abort(); live = null; }
+}
+
+// startLive reads /api/live/{sku} as server-sent events through fetch (EventSource cannot
+// send the bearer header) and draws available, locked and sold over time.
+async function startLive(sku, card) {
+  stopLive();
+  const ctl = new AbortController();
+  live = ctl;
+  const samples = [];
+  const chart = svg('svg', { class: 'chart', id: 'chart', viewBox: '0 0 600 160', preserveAspectRatio: 'none' });
+  const lines = Object.fromEntries(['available', 'locked', 'sold'].map((k) => [k, svg('polyline', { class: 'l-' + k, points: '' })]));
+  chart.append(...Object.values(lines));
+  const legend = el('p', { class: 'legend', id: 'live-legend' });
+  const status = el('span', { id: 'live-status' }, ' connecting…');
+  card.replaceChildren(el('h2', {}, 'Water level'), el('button', { id: 'live-stop', onclick: () => { stopLive(); status.textContent = ' stopped'; } }, 'Stop'), status, chart, legend);
+  let resp;
+  try {
+    resp = await fetch(`/api/live/${encodeURIComponent(sku)}`, { headers: { Authorization: 'Bearer ' + session.token }, signal: ctl.signal });
+  } catch (e) { status.textContent = ` ${e.message}`; return; }
+  if (!resp.ok) {
+    const d = await resp.json().catch(() => ({ error: { code: resp.status, message: '' } }));
+    status.className = 'error';
+    status.textContent = ` ${d.error.code}: ${d.error.message}`;
+    return;
+  }
+  status.textContent = ' live, one reading a second';
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    let chunk;
+    try { chunk = await reader.read(); } catch { return; }
+    if (chunk.done) { status.textContent = ' the stream ended'; return; }
+    buf += chunk.value;
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const ev = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+      if (!data) continue;
+      const s = JSON.parse(data);
+      if (s.error) { status.className = 'error'; status.textContent = ` ${s.error}`; continue; }
+      status.className = '';
+      samples.push(s);
+      if (samples.length > 180) samples.shift();
+      drawChart(samples, lines, legend);
+    }
+  }
+}
+
+function drawChart(samples, lines, legend) {
+  const top = Math.max(1, ...samples.map((s) => Math.max(s.available, s.locked, s.sold)));
+  const n = samples.length;
+  for (const k of Object.keys(lines)) {
+    lines[k].setAttribute('points', samples.map((s, i) => `${n === 1 ? 0 : (600 * i) / (n - 1)},${155 - (150 * s[k]) / top}`).join(' '));
+  }
+  const last = samples[n - 1];
+  // Rates over the last five readings: how fast units are being locked, sold, given back.
+  const back = samples[Math.max(0, n - 6)];
+  const secs = Math.max((new Date(last.at) - new Date(back.at)) / 1000, 1);
+  const rate = (k) => ((last[k] - back[k]) / secs).toFixed(1);
+  legend.replaceChildren(...['available', 'locked', 'sold'].map((k) => el('span', { 'data-live': k },
+    el('i', { class: 'seg-' + k }), `${k} ${last[k]} (${rate(k)}/s)`)), el('span', { class: 'muted' }, `at ${new Date(last.at).toLocaleTimeString()}`));
+}
+
+// --- adjustments ---
+
+async function adjustmentsPage(view) {
+  const id = el('input', { id: 'adj-id', type: 'number', min: '1', placeholder: '12', required: true });
+  view.append(el('section', { class: 'card' }, el('h2', {}, 'Adjustments'),
+    el('p', {}, 'An operator requests an adjustment from a SKU\'s page; a second person with the approver role approves or rejects it — never the one who requested it.'),
+    el('form', { class: 'inline', id: 'adj-open', onsubmit: (e) => { e.preventDefault(); location.hash = '#/adjustment/' + id.value; } },
+      el('label', {}, 'adjustment #', id), el('button', { type: 'submit' }, 'Open')),
+    el('h3', {}, 'Opened or requested in this browser'),
+    el('ul', {}, recent(RECENT_ADJ).map((a) => el('li', {}, el('a', { href: '#/adjustment/' + a }, '#' + a))))));
+}
+
+async function adjustmentPage(view, id) {
+  if (!/^[1-9][0-9]*$/.test(id || '')) { view.append(el('p', { class: 'error' }, `"${id}" is not an adjustment number`)); return; }
+  let a;
+  try {
+    a = await api('GET', 'stock', `/v1/adjustments/${id}`);
+  } catch (e) {
+    view.append(el('section', { class: 'card' }, el('p', { class: 'error', id: 'adj-error' }, `Adjustment #${id}: ${e.message}`)));
+    return;
+  }
+  remember(RECENT_ADJ, String(a.id));
+  const card = el('section', { class: 'card', id: 'adjustment' });
+  view.append(card);
+  const result = el('p', { id: 'decide-result' });
+  const decide = (approve) => async () => {
+    try {
+      const d = await api('POST', 'stock', `/v1/adjustments/${a.id}/${approve ? 'approve' : 'reject'}`);
+      flash(`Adjustment #${d.id} ${d.state} by ${d.decided_by}`);
+      render();
+    } catch (e) {
+      result.className = 'error';
+      result.textContent = e.code === 'self_approval' ? `Refused: you requested this adjustment, so a second person must decide it (${e.message}).` : `Refused: ${e.message}`;
+      flash(result.textContent, true);
+    }
+  };
+  const own = a.requested_by === session.claims.sub;
+  card.append(el('h2', {}, `Adjustment #${a.id} `, el('span', { class: `state state-${a.state}`, id: 'adj-state' }, a.state)),
+    el('table', {},
+      el('tr', {}, el('th', {}, 'SKU'), el('td', {}, el('a', { href: '#/sku/' + encodeURIComponent(a.sku) }, a.sku))),
+      el('tr', {}, el('th', {}, 'kind'), el('td', {}, a.kind)),
+      el('tr', {}, el('th', {}, a.kind === 'stocktake' ? 'counted' : 'delta'), el('td', {}, a.kind === 'stocktake' ? a.counted : a.delta)),
+      el('tr', {}, el('th', {}, 'reason'), el('td', {}, a.reason)),
+      el('tr', {}, el('th', {}, 'requested by'), el('td', { id: 'adj-requested-by' }, a.requested_by)),
+      el('tr', {}, el('th', {}, 'decided by'), el('td', { id: 'adj-decided-by' }, a.decided_by || '—')),
+      a.ledger_id ? el('tr', {}, el('th', {}, 'ledger row'), el('td', {}, a.ledger_id)) : null));
+  if (a.state === 'pending' && can('decide')) {
+    card.append(own ? el('p', { class: 'muted', id: 'own-note' }, 'You requested this adjustment: the four-eyes rule needs a second approver.') : null,
+      el('button', { id: 'approve', onclick: decide(true) }, 'Approve'), ' ',
+      el('button', { id: 'reject', onclick: decide(false) }, 'Reject'), result);
+  } else if (a.state === 'pending') {
+    card.append(el('p', { class: 'muted' }, 'Waiting for a person with the approver role.'));
+  }
+}
+
+// --- reconciliation ---
+
+async function reconcilePage(view) {
+  for (const [svc, jobs] of Object.entries(JOBS)) {
+    const runs = el('tbody');
+    const findings = el('div', { class: 'findings' });
+    const card = el('section', { class: 'card', id: 'reconcile-' + svc }, el('h2', {}, svc),
+      el('p', {}, jobs.map((job) => el('span', { class: 'job' }, el('strong', {}, job), ' ',
+        can('check') ? el('button', { 'data-job': job, 'data-mode': 'check', onclick: () => runJob(svc, job, 'check') }, 'Check') : null, ' ',
+        can('repair') ? el('button', { 'data-job': job, 'data-mode': 'repair', onclick: () => runJob(svc, job, 'repair') }, 'Repair') : null, ' · '))),
+      el('table', {}, el('thead', {}, el('tr', {}, ['run', 'job', 'mode', 'trigger', 'started', 'checked', 'found', 'repaired', ''].map((h) => el('th', {}, h)))), runs),
+      findings);
+    view.append(card);
+    try {
+      const r = await api('GET', svc, '/v1/admin/reconcile/runs?limit=10');
+      for (const run of r.runs) {
+        runs.append(el('tr', { class: 'clickable', 'data-run': run.id, onclick: () => showRun(findings, svc, run) },
+          el('td', { class: 'num' }, run.id), el('td', {}, run.job), el('td', {}, run.mode), el('td', {}, run.trigger),
+          el('td', {}, fmtTime(run.started)), el('td', { class: 'num' }, run.checked), el('td', { class: 'num' }, run.found),
+          el('td', { class: 'num' }, run.repaired), el('td', { class: 'error' }, run.error || '')));
+      }
+      if (r.runs.length === 0) runs.append(el('tr', {}, el('td', { colspan: 9, class: 'muted' }, 'no runs yet')));
+    } catch (e) {
+      runs.append(el('tr', {}, el('td', { colspan: 9, class: 'error' }, e.message)));
+    }
+  }
+}
+
+async function runJob(svc, job, mode) {
+  const what = mode === 'repair' ? 'find and REPAIR (through the normal use cases: ledger rows and events)' : 'check (report only, changes nothing)';
+  if (!(await confirmAction(`Run ${svc}'s ${job} job: ${what}?`))) { flash(`${job}: cancelled`); return; }
+  try {
+    const run = await api('POST', svc, `/v1/admin/reconcile/${encodeURIComponent(job)}?mode=${mode}`);
+    flash(`${svc} ${job} ${mode} run ${run.id} by you: checked ${run.checked}, found ${run.found}, repaired ${run.repaired}`);
+    await render();
+  } catch (e) {
+    flash(`${job} ${mode} refused: ${e.message}`, true);
+  }
+}
+
+function showRun(box, svc, run) {
+  box.replaceChildren(el('h3', {}, `${svc} run ${run.id}: ${run.job}, ${run.mode}, ${run.trigger}, ${fmtTime(run.started)} → ${fmtTime(run.finished)}`),
+    el('p', { id: 'run-summary' }, `Checked ${run.checked}, found ${run.found}, repaired ${run.repaired}.`, run.error ? ` Error: ${run.error}` : ''),
+    run.findings.length === 0 ? el('p', { class: 'ok' }, 'Nothing found.') :
+      el('table', { id: 'findings' }, el('tr', {}, ['kind', 'what', 'ids', 'values', 'repaired'].map((h) => el('th', {}, h))),
+        run.findings.map((f) => el('tr', {}, el('td', {}, f.kind), el('td', {}, f.detail),
+          el('td', {}, Object.entries(f.ids || {}).map(([k, v]) => `${k} ${v}`).join(', ')),
+          el('td', {}, Object.entries(f.values || {}).map(([k, v]) => `${k} ${v}`).join(', ')),
+          el('td', { class: f.repaired ? 'ok' : '' }, f.repaired ? 'yes' : (f.error || 'no'))))));
+}
+
+// --- orders ---
+
+async function ordersPage(view, q) {
+  const input = el('input', { id: 'order-q', placeholder: 'order id or buyer id', value: q || '' });
+  const out = el('div', { id: 'order-out' });
+  view.append(el('section', { class: 'card' }, el('h2', {}, 'Orders'),
+    el('form', { class: 'inline', id: 'order-search', onsubmit: (e) => { e.preventDefault(); location.hash = '#/orders/' + encodeURIComponent(input.value.trim()); } },
+      el('label', {}, 'order id or buyer', input), el('button', { type: 'submit' }, 'Search')), out));
+  if (!q) return;
+  const isID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(q);
+  try {
+    if (isID) {
+      await orderTimeline(out, await api('GET', 'order', `/v1/orders/${q}`));
+      return;
+    }
+    const r = await api('GET', 'order', `/v1/orders?buyer_id=${encodeURIComponent(q)}`);
+    if (r.orders.length === 0) { out.append(el('p', { class: 'muted' }, `No orders of buyer ${q}.`)); return; }
+    out.append(el('table', { id: 'orders' }, el('tr', {}, ['order', 'status', 'total', 'created'].map((h) => el('th', {}, h))),
+      r.orders.map((o) => el('tr', { class: 'clickable', onclick: () => { location.hash = '#/orders/' + o.order_id; } },
+        el('td', {}, o.order_id), el('td', {}, o.status), el('td', { class: 'num' }, `${(o.total / 100).toFixed(2)} ${o.currency}`), el('td', {}, fmtTime(o.created_at))))));
+  } catch (e) {
+    out.append(el('p', { class: 'error' }, e.message));
+  }
+}
+
+// orderTimeline is what happened to an order across the services: its history at the order
+// service, its payments, its payment deadline.
+async function orderTimeline(out, o) {
+  const events = o.history.map((h) => ({ at: h.at, source: 'order', what: h.status + (h.reason ? ` (${h.reason})` : '') }));
+  try {
+    const p = await api('GET', 'payment-adapter', `/v1/payments?order_id=${o.order_id}`);
+    for (const pay of p.payments || []) events.push({ at: pay.updated_at || pay.created_at, source: 'payment', what: `${pay.status} ${pay.amount} ${pay.currency} via ${pay.provider}` });
+  } catch (e) { events.push({ at: '', source: 'payment', what: e.message }); }
+  try {
+    const d = await api('GET', 'timeout', `/v1/deadlines/${o.order_id}`);
+    events.push({ at: d.deadline || d.fire_at || '', source: 'timeout', what: `deadline ${d.state || d.status || ''}` });
+  } catch (e) { events.push({ at: '', source: 'timeout', what: e.code === 'not_found' || e.status === 404 ? 'no deadline' : e.message }); }
+  events.sort((a, b) => String(a.at).localeCompare(String(b.at)));
+  out.append(el('h3', {}, `Order ${o.order_id} of buyer ${o.buyer_id}: `, el('span', { class: 'state', id: 'order-status' }, o.status)),
+    el('p', {}, o.items.map((i) => `${i.qty} × ${i.sku}`).join(', '), ` — ${(o.total / 100).toFixed(2)} ${o.currency}`),
+    el('table', { id: 'timeline' }, el('tr', {}, ['at', 'service', 'what'].map((h) => el('th', {}, h))),
+      events.map((e) => el('tr', {}, el('td', {}, fmtTime(e.at)), el('td', {}, e.source), el('td', {}, e.what)))));
+}
+
+// --- start ---
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('#signin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const err = $('#signin-error');
+    try {
+      signIn($('#token').value);
+      err.hidden = true;
+      $('#token').value = '';
+      flash(`Signed in as ${session.claims.sub} (${session.claims.roles.join(', ')})`);
+      render();
+    } catch (ex) {
+      err.textContent = `Cannot sign in: ${ex.message}`;
+      err.hidden = false;
+    }
+  });
+  $('#signout').addEventListener('click', () => signOut());
+  const saved = sessionStorage.getItem(TOKEN_KEY);
+  if (saved) {
+    try { signIn(saved); } catch (e) { sessionStorage.removeItem(TOKEN_KEY); $('#signin-error').textContent = e.message; $('#signin-error').hidden = false; }
+  }
+  window.addEventListener('hashchange', render);
+  render();
+});
