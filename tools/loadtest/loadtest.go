@@ -2,10 +2,11 @@
 // vegeta load generator, on one hot SKU with stock for every order, from enough buyers that
 // none is rate-limited, and reports what it measured: orders accepted per second, answers by
 // status, the time from POST to awaiting_payment (the order's own history against vegeta's
-// request time), the stock service's peak RSS, and whether the stock still adds up.
+// request time), the stock service's peak RSS, the CPU time each process spent per accepted
+// order and the WAL bytes PostgreSQL wrote per order, and whether the stock still adds up.
 //
 // All of it goes through the public APIs (tools/flashsale's client), so it works against any
-// deployment by URL; only the peak RSS needs the stock process on this machine.
+// deployment by URL; only the peak RSS and the CPU times need the processes on this machine.
 package loadtest
 
 import (
@@ -53,6 +54,16 @@ type Config struct {
 	Grace      time.Duration // after the attack, how long orders may take to leave pending
 	StockPID   int           // the stock service's process, for its peak RSS; 0: not measured
 	Signer     *auth.Signer  // mints the buyer's and the staff's bearer tokens; nil: none
+
+	// Procs are the processes whose CPU time per accepted order the report shows; none: no
+	// CPU table.
+	Procs []Proc
+	// Idle is how long their CPU rate is sampled at rest before the attack (the background:
+	// pollers, heartbeats), so the report can tell the load's own share; 0: not sampled.
+	Idle time.Duration
+	// DatabaseURL is the services' PostgreSQL server, for the WAL it writes per order
+	// (pg_current_wal_lsn before and after, the whole server's); empty: not measured.
+	DatabaseURL string
 }
 
 // Default returns issue 5's load: 3,000 orders/s for 60 s.
@@ -60,7 +71,7 @@ func Default() Config {
 	return Config{
 		OrderURL: "http://127.0.0.1:8081", StockURL: "http://127.0.0.1:8082",
 		Rate: 3000, Duration: 60 * time.Second, BuyerRate: 4,
-		Timeout: 30 * time.Second, MaxWorkers: 2000, Grace: 60 * time.Second,
+		Timeout: 30 * time.Second, MaxWorkers: 2000, Grace: 60 * time.Second, Idle: 5 * time.Second,
 	}
 }
 
@@ -77,6 +88,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.MaxWorkers, "max-workers", c.MaxWorkers, "most requests in flight")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "after the attack, how long orders may take to reach awaiting_payment")
 	fs.IntVar(&c.StockPID, "stock-pid", c.StockPID, "stock service pid for its peak RSS (default: from .run/pids)")
+	fs.DurationVar(&c.Idle, "idle", c.Idle, "before the attack, how long to sample the processes' CPU at rest (0: not)")
 }
 
 // Validate reports the first unusable field.
@@ -86,8 +98,8 @@ func (c Config) Validate() error {
 		return errors.New("order and stock URLs are required")
 	case c.Rate < 1 || c.Duration < time.Second || c.BuyerRate <= 0:
 		return errors.New("rate must be >= 1, duration >= 1s and buyer-rate > 0")
-	case c.Units < 0 || c.Timeout <= 0 || c.Grace < 0 || c.MaxWorkers < 1:
-		return errors.New("units and grace must be >= 0, timeout and max-workers > 0")
+	case c.Units < 0 || c.Timeout <= 0 || c.Grace < 0 || c.Idle < 0 || c.MaxWorkers < 1:
+		return errors.New("units, grace and idle must be >= 0, timeout and max-workers > 0")
 	}
 	return nil
 }
@@ -130,11 +142,34 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	r.RSSReset = resetPeakRSS(cfg.StockPID) == nil
 
+	start, idle := measureIdle(ctx, cfg, progress)
+	startAt := time.Now()
+	walFrom, walErr := walLSN(ctx, cfg.DatabaseURL)
 	fmt.Fprintf(progress, "loadtest: %d orders/s for %s on %s (%d available)\n", cfg.Rate, cfg.Duration, cfg.SKU, r.Before.Available)
 	accepted := attack(ctx, cfg, r, runID, progress)
 
 	fmt.Fprintf(progress, "loadtest: waiting up to %s for %d orders to leave pending\n", cfg.Grace, len(accepted))
-	orders, err := settle(ctx, c, cfg, r, len(accepted))
+	deadline := time.Now().Add(cfg.Grace)
+	if err := waitLocked(ctx, c, cfg, r, len(accepted), deadline); err != nil {
+		return r, err
+	}
+	if len(cfg.Procs) > 0 {
+		idleRate := 0.0
+		if cfg.Idle > 0 {
+			idleRate = totalMs(idle) / cfg.Idle.Seconds()
+		}
+		end, endAt := quiet(ctx, cfg.Procs, idleRate)
+		r.CPU, r.CPUWindow = uses(cfg.Procs, start, end), endAt.Sub(startAt)
+		for i := range r.CPU {
+			if cfg.Idle > 0 && idle[i].Note == "" {
+				r.CPU[i].IdleMsPerSec = idle[i].Ms / cfg.Idle.Seconds()
+			}
+		}
+	}
+	if r.WALErr = walErr; walErr == nil {
+		r.WALBytes, r.WALErr = walSince(ctx, cfg.DatabaseURL, walFrom)
+	}
+	orders, err := settle(ctx, c, cfg, r, deadline)
 	if err != nil {
 		return r, err
 	}
@@ -244,22 +279,58 @@ func attack(ctx context.Context, cfg Config, r *Report, runID string, progress i
 // listedOrder is one order of the run's buyer, as GET /v1/orders?buyer_id= lists it.
 type listedOrder = flashsale.OrderView
 
-// settle waits until the stock service has locked every accepted order or Grace passes, then
-// lists the buyers' orders until none is pending or Grace has passed.
-func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, accepted int) ([]listedOrder, error) {
-	deadline := time.Now().Add(cfg.Grace)
+// waitLocked waits until the stock service has locked every accepted order or the deadline
+// passes.
+func waitLocked(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, accepted int, deadline time.Time) error {
 	for time.Now().Before(deadline) {
 		f, err := c.SKU(ctx, cfg.SKU)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if f.Locked-r.Before.Locked >= int64(accepted) {
-			break
+			return nil
 		}
 		if !sleep(ctx, 500*time.Millisecond) {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+// measureIdle samples cfg.Procs' CPU time over cfg.Idle with no load and returns the last
+// sample (the attack's start) and the use at rest.
+func measureIdle(ctx context.Context, cfg Config, progress io.Writer) ([]cpuSample, []CPUUse) {
+	from := sampleAll(cfg.Procs)
+	if len(cfg.Procs) == 0 || cfg.Idle == 0 {
+		return from, uses(cfg.Procs, from, from)
+	}
+	fmt.Fprintf(progress, "loadtest: %s of CPU at rest first\n", cfg.Idle)
+	sleep(ctx, cfg.Idle)
+	to := sampleAll(cfg.Procs)
+	return to, uses(cfg.Procs, from, to)
+}
+
+// quietMax bounds quiet's wait.
+const quietMax = 15 * time.Second
+
+// quiet waits until the processes' CPU over a second is back within 100 ms of their rate at
+// rest — the order and timeout services may still be consuming stock.locked when the stock
+// service has locked every order — or quietMax has passed, and returns the last sample.
+func quiet(ctx context.Context, procs []Proc, idleMsPerSec float64) ([]cpuSample, time.Time) {
+	prev, at := sampleAll(procs), time.Now()
+	for deadline := at.Add(quietMax); time.Now().Before(deadline) && sleep(ctx, time.Second); {
+		now, nowAt := sampleAll(procs), time.Now()
+		rate := totalMs(uses(procs, prev, now)) / nowAt.Sub(at).Seconds()
+		prev, at = now, nowAt
+		if rate <= idleMsPerSec+100 {
+			break
+		}
+	}
+	return prev, at
+}
+
+// settle lists the buyers' orders until none is pending or the deadline has passed.
+func settle(ctx context.Context, c *flashsale.Client, cfg Config, r *Report, deadline time.Time) ([]listedOrder, error) {
 	for {
 		orders, err := listAll(ctx, c, cfg.OrderURL, r.Buyers)
 		if err != nil {

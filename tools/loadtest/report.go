@@ -5,8 +5,10 @@ import (
 	"io"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/stockflow/stockflow/tools/flashsale"
@@ -42,6 +44,13 @@ type Report struct {
 	RSSReset      bool  // VmHWM was reset before the attack (else: peak since the process started)
 	PeakRSS       int64 // bytes
 	RSSErr        error
+
+	// CPU is each of Config.Procs' CPU time over CPUWindow: from the attack's start until the
+	// stock service had locked every accepted order and the processes were back at rest.
+	CPU       []CPUUse
+	CPUWindow time.Duration
+	WALBytes  int64 // WAL the PostgreSQL server wrote over the same window
+	WALErr    error
 
 	Checks []Check
 }
@@ -172,6 +181,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "stock %s: on_hand %d available %d locked %d sold %d (before: available %d locked %d)\n",
 		cfg.SKU, r.After.OnHand, r.After.Available, r.After.Locked, r.After.Sold, r.Before.Available, r.Before.Locked)
 	fmt.Fprintf(&b, "stock service peak RSS:   %s\n", r.rss())
+	r.writeCPU(&b)
 	fmt.Fprintln(&b, "checks:")
 	for _, c := range r.Checks {
 		fmt.Fprintf(&b, "  %s  %s: %s\n", passFail(c.Pass, "PASS", "FAIL"), c.Name, c.Detail)
@@ -207,4 +217,65 @@ func passFail(ok bool, yes, no string) string {
 		return yes
 	}
 	return no
+}
+
+// writeCPU prints the CPU table: per process, CPU-ms over the window and per accepted order,
+// the rate at rest and the per-order cost above it; then the total, the WAL per order and
+// what this machine's cores could carry at that cost.
+func (r *Report) writeCPU(b *strings.Builder) {
+	if len(r.CPU) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "CPU per accepted order (/proc/<pid>/stat utime+stime over %s: the attack, until every accepted order was locked and the processes were back at rest; %d orders):\n",
+		r.CPUWindow.Round(100*time.Millisecond), r.Accepted)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  process\tpid\tCPU ms\tms/order\tat rest ms/s\tms/order above rest\t")
+	var total, idle, above float64
+	partial := false
+	for _, u := range r.CPU {
+		if u.Note != "" {
+			partial = true
+			fmt.Fprintf(tw, "  %s\t%s\t\t\t\t\t%s\n", u.Name, pid(u.PID), u.Note)
+			continue
+		}
+		per, _ := perOrder(u.Ms, r.Accepted)
+		rest, up := "n/a", "n/a"
+		if u.IdleMsPerSec >= 0 {
+			a, _ := perOrder(aboveIdle(u.Ms, u.IdleMsPerSec, r.CPUWindow), r.Accepted)
+			rest, up = fmt.Sprintf("%.1f", u.IdleMsPerSec), fmt.Sprintf("%.3f", a)
+			idle += u.IdleMsPerSec
+			above += aboveIdle(u.Ms, u.IdleMsPerSec, r.CPUWindow)
+		}
+		total += u.Ms
+		fmt.Fprintf(tw, "  %s\t%s\t%.0f\t%.3f\t%s\t%s\t\n", u.Name, pid(u.PID), u.Ms, per, rest, up)
+	}
+	perTotal, ok := perOrder(total, r.Accepted)
+	perAbove, _ := perOrder(above, r.Accepted)
+	fmt.Fprintf(tw, "  total\t\t%.0f\t%.3f\t%.1f\t%.3f\t\n", total, perTotal, idle, perAbove)
+	_ = tw.Flush()
+	if partial {
+		fmt.Fprintln(b, "  (the total leaves out the processes without a figure)")
+	}
+	if r.WALErr != nil {
+		fmt.Fprintf(b, "  PostgreSQL WAL: not measured (%v)\n", r.WALErr)
+	} else if w, ok := perOrder(float64(r.WALBytes), r.Accepted); ok {
+		fmt.Fprintf(b, "  PostgreSQL WAL: %.1f MiB = %.0f bytes per order (pg_current_wal_lsn before and after, the whole server)\n", float64(r.WALBytes)/(1<<20), w)
+	}
+	if !ok {
+		return
+	}
+	cores := runtime.NumCPU()
+	fmt.Fprintf(b, "  at %.3f CPU-ms per order, %d cores (%d ms of CPU per second) carry at most %.0f orders/s\n",
+		perTotal, cores, cores*1000, ordersPerSecOn(cores, 0, perTotal))
+	if idle > 0 && perAbove > 0 {
+		fmt.Fprintf(b, "  at %.3f above rest, after %.0f ms/s at rest: (%d − %.0f) ÷ %.3f = %.0f orders/s\n",
+			perAbove, idle, cores*1000, idle, perAbove, ordersPerSecOn(cores, idle, perAbove))
+	}
+}
+
+func pid(p int) string {
+	if p == 0 {
+		return "-"
+	}
+	return fmt.Sprint(p)
 }

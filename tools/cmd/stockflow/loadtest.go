@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,8 +19,9 @@ import (
 
 // loadTest is `stockflow loadtest`: vegeta against the running system's POST /v1/orders, then
 // the report with this machine's CPU and PostgreSQL settings. The stock service's pid comes
-// from the launcher's pid file, for its peak RSS. A failed correctness check exits 1; a missed
-// target does not (the report says so).
+// from the launcher's pid file, for its peak RSS; the CPU table measures every process up
+// started (loadProcs). A failed correctness check exits 1; a missed target does not (the
+// report says so).
 func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "storm" {
 		return stormTest(ctx, o, args[1:], stdout, stderr)
@@ -45,16 +47,19 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 		return err
 	}
 	cfg.Signer = signer
+	cfg.Procs = loadProcs(o)
+	// The system is up, so this finds its server and starts nothing.
+	dbURL, perr := launcher.EnsurePostgres(ctx, o)
+	cfg.DatabaseURL = dbURL
 	rep, err := loadtest.Run(ctx, cfg, stderr)
 	if rep == nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
 	machine.WriteHost(stdout)
-	// The system is up, so this finds its server and starts nothing.
-	if url, perr := launcher.EnsurePostgres(ctx, o); perr != nil {
+	if perr != nil {
 		fmt.Fprintln(stdout, "postgres: settings not read:", perr)
-	} else if perr := machine.WritePostgres(ctx, stdout, url); perr != nil {
+	} else if perr := machine.WritePostgres(ctx, stdout, dbURL); perr != nil {
 		fmt.Fprintln(stdout, "postgres:", perr)
 	}
 	if werr := rep.WriteText(stdout); werr != nil {
@@ -64,6 +69,42 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 		err = errors.New("loadtest: a correctness check failed")
 	}
 	return err
+}
+
+// loadProcs are the processes whose CPU the load test measures, by the pid files up wrote
+// in RunDir/pids: the four services, each nats-server node, PostgreSQL with all its backends
+// (the postmaster of the throwaway cluster's data directory), Redis and paysim when up
+// started them, and the load generator itself. A server up did not start (DATABASE_URL or
+// NATS_URL pointing elsewhere) is listed as not measured.
+func loadProcs(o launcher.Options) []loadtest.Proc {
+	pidFile := func(name string) string { return filepath.Join(o.RunDir, "pids", name+".pid") }
+	var procs []loadtest.Proc
+	for _, svc := range launcher.Services {
+		procs = append(procs, loadtest.Proc{Name: svc, PID: loadtest.PIDFile(pidFile(svc))})
+	}
+	files, _ := filepath.Glob(pidFile("nats*"))
+	var nats []string // nats, nats-2, nats-3 (Glob sorts nats-2.pid before nats.pid)
+	for _, f := range files {
+		nats = append(nats, strings.TrimSuffix(filepath.Base(f), ".pid"))
+	}
+	slices.Sort(nats)
+	for _, name := range nats {
+		procs = append(procs, loadtest.Proc{Name: name, PID: loadtest.PIDFile(pidFile(name))})
+	}
+	if len(nats) == 0 {
+		procs = append(procs, loadtest.Proc{Name: "nats", NotMeasured: "no nats-server of up's: NATS_URL is elsewhere"})
+	}
+	pg := loadtest.Proc{Name: "postgres (all)", Tree: true, NotMeasured: "no cluster of up's: DATABASE_URL is elsewhere"}
+	if b, err := os.ReadFile(filepath.Join(o.RunDir, "pids", "pg.data")); err == nil {
+		pg.PID, pg.NotMeasured = loadtest.PIDFile(filepath.Join(strings.TrimSpace(string(b)), "postmaster.pid")), ""
+	}
+	procs = append(procs, pg)
+	for _, name := range []string{"redis", "paysim"} {
+		if _, err := os.Stat(pidFile(name)); err == nil {
+			procs = append(procs, loadtest.Proc{Name: name, PID: loadtest.PIDFile(pidFile(name))})
+		}
+	}
+	return append(procs, loadtest.Proc{Name: "loadtest (this)", PID: loadtest.Self})
 }
 
 // stormTest is `stockflow loadtest storm`: the sold-out storm, gate off then on, against the
