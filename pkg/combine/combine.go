@@ -35,6 +35,10 @@ type Options struct {
 	// fastest: while it commits, the next batch queues up; more help when the database has
 	// cores to spare and the batches touch different rows.
 	Flushers int
+	// Timeout bounds one batch's run (default DefaultTimeout): a batch stuck on a connection
+	// that will never answer (a peer gone without a reset) fails, as a transaction cut off
+	// does, instead of holding every later call behind it.
+	Timeout time.Duration
 }
 
 // Named returns o with Name set to name: one Options can shape several batchers, each
@@ -48,6 +52,7 @@ func (o Options) Named(name string) Options {
 const (
 	DefaultMaxBatch = 128
 	DefaultFlushers = 1
+	DefaultTimeout  = 15 * time.Second
 )
 
 // Result is one call's answer.
@@ -78,15 +83,17 @@ type call[R, T any] struct {
 	reply chan Result[T]
 }
 
-// New starts a Batcher. run gets ctx (not a caller's context: one caller giving up must not
-// abort the others' batch) and should finish even when ctx is done, as a transaction in
-// flight would.
+// New starts a Batcher. run gets ctx bounded by Options.Timeout (not a caller's context: one
+// caller giving up must not abort the others' batch).
 func New[R, T any](ctx context.Context, opts Options, run func(ctx context.Context, reqs []R) []Result[T]) *Batcher[R, T] {
 	if opts.MaxBatch < 1 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Flushers < 1 {
 		opts.Flushers = DefaultFlushers
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.Name == "" {
 		opts.Name = "unnamed"
@@ -143,7 +150,9 @@ func (b *Batcher[R, T]) flush(ctx context.Context) {
 			reqs = append(reqs, c.req)
 		}
 		start := time.Now()
-		results := b.run(ctx, reqs)
+		rctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+		results := b.run(rctx, reqs)
+		cancel()
 		b.flushes.Record(ctx, time.Since(start).Seconds(), b.attrs)
 		b.sizes.Record(ctx, int64(len(reqs)), b.attrs)
 		for i, c := range calls {

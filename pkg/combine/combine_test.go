@@ -117,3 +117,31 @@ func TestFallbackRunsEachRequestAloneWhenTheBatchFails(t *testing.T) {
 	assert.Equal(t, 30, out[2].Value)
 	assert.Equal(t, []combine.Result[int]{{Value: 7}}, run(context.Background(), []int{7}))
 }
+
+// TestABatchStuckPastItsTimeoutFailsAndTheNextRuns: a batch waiting on something that never
+// answers (a database connection whose peer is gone) gets a context that ends at Timeout, so
+// it fails and the calls queued behind it run, instead of every later call waiting forever.
+func TestABatchStuckPastItsTimeoutFailsAndTheNextRuns(t *testing.T) {
+	var runs atomic.Int64
+	b := combine.New(context.Background(), combine.Options{Timeout: 100 * time.Millisecond},
+		func(ctx context.Context, reqs []int) []combine.Result[int] {
+			out := make([]combine.Result[int], len(reqs))
+			if runs.Add(1) == 1 {
+				<-ctx.Done() // the first batch hangs until its deadline
+				for i := range out {
+					out[i].Err = ctx.Err()
+				}
+				return out
+			}
+			for i, r := range reqs {
+				out[i].Value = r
+			}
+			return out
+		})
+	defer b.Close()
+	_, err := b.Do(context.Background(), 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	got, err := b.Do(context.Background(), 2)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got)
+}

@@ -389,7 +389,11 @@ func (c *consumer) handle(msg jetstream.Msg) {
 		))
 	defer span.End()
 
-	herr := c.h(ctx, msg)
+	// A handler gets AckWait: past it the message is redelivered anyway, and a handler stuck
+	// on a connection that will never answer must give its worker back.
+	hctx, cancelHandler := context.WithTimeout(ctx, c.spec.AckWait)
+	herr := c.h(hctx, msg)
+	cancelHandler()
 	outcome := "ack"
 	switch {
 	case herr == nil:

@@ -220,6 +220,36 @@ func TestRetryAfterNaksWithItsDelay(t *testing.T) {
 	assert.True(t, natsx.IsPermanent(natsx.RetryAfter(natsx.Permanent(errors.New("bad")), wait)), "permanent wins")
 }
 
+// TestAHandlerHasAckWaitToRun: the handler's context ends at AckWait — past it the message is
+// redelivered anyway — so a handler stuck on a connection that never answers gives its worker
+// back and the message is retried.
+func TestAHandlerHasAckWaitToRun(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	ack, err := js.Publish(ctx, events.SubjectOrderCreated, []byte(`{"id":"x"}`), jetstream.WithMsgID("stuck"))
+	require.NoError(t, err)
+	var seen counter
+	var deadlines []time.Duration
+	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "stuck", AckWait: time.Second},
+		func(ctx context.Context, msg jetstream.Msg) error {
+			if d, ok := ctx.Deadline(); ok {
+				deadlines = append(deadlines, time.Until(d))
+			}
+			if seen.add(msg) == 1 {
+				<-ctx.Done() // stuck until the deadline
+				return ctx.Err()
+			}
+			return nil
+		}, testLogger(t))
+	require.NoError(t, err)
+	defer stop()
+	require.Eventually(t, consumerSettled(t, js, "stuck", ack.Sequence), 10*time.Second, 20*time.Millisecond)
+	stop()
+	assert.Equal(t, 2, seen.n(), "stuck once, then handled: deliveries %v", seen.calls)
+	require.Len(t, deadlines, 2, "every run has a deadline")
+	assert.LessOrEqual(t, deadlines[0], time.Second)
+}
+
 // counter records each delivery a handler saw.
 type counter struct {
 	mu    sync.Mutex
@@ -369,17 +399,14 @@ func TestHungLastDeliveryReachesDeadLetterViaAdvisory(t *testing.T) {
 
 	advisory := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + natsx.StreamOrder + ".hung"
 	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "hung", MaxDeliver: 1, OutageMaxDeliver: 1, AckWait: time.Second},
-		func(ctx context.Context, msg jetstream.Msg) error {
-			// Hang past AckWait, until the server has given up on the message.
+		func(context.Context, jetstream.Msg) error {
+			// Hang past AckWait, deaf to its context (a handler stuck in a call that takes
+			// none), until the server has given up on the message.
 			for {
-				if _, err := lastMsg(ctx, js, natsx.StreamDeadLetter, advisory); err == nil {
+				if _, err := lastMsg(context.Background(), js, natsx.StreamDeadLetter, advisory); err == nil {
 					return nil
 				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(50 * time.Millisecond):
-				}
+				time.Sleep(50 * time.Millisecond)
 			}
 		}, testLogger(t))
 	require.NoError(t, err)

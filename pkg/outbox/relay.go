@@ -29,6 +29,10 @@ type RelayOptions struct {
 	// Retention is how long published rows are kept (for audit and replay) before Run deletes
 	// them. Default 7 days; negative keeps them forever.
 	Retention time.Duration
+	// PassTimeout bounds one pass (read, publish, mark, commit). A pass stuck on a database
+	// connection that will never answer fails and the next one starts on a fresh connection,
+	// instead of stopping the relay. Default 30s.
+	PassTimeout time.Duration
 	// Logger receives failures and cleanup results. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -55,6 +59,9 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Re
 	}
 	if opts.Retention == 0 {
 		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.PassTimeout <= 0 {
+		opts.PassTimeout = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -115,7 +122,9 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) PublishPending(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := r.pass(ctx)
+		pctx, cancel := context.WithTimeout(ctx, r.opts.PassTimeout)
+		n, err := r.pass(pctx)
+		cancel()
 		total += n
 		if errors.Is(err, errNotLeader) {
 			return total, nil
