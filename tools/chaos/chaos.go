@@ -77,7 +77,7 @@ type runner struct {
 
 	mu       sync.Mutex
 	timeline []Event
-	outages  []interval // a dependency everything needs (PostgreSQL, the only nats-server) was down
+	outages  []interval // PostgreSQL, the only nats-server or a service's link to either was down
 	bg       sync.WaitGroup
 }
 
@@ -102,7 +102,8 @@ func (r *runner) background(what string, f func() error) {
 	})
 }
 
-// downAfter is how long the dependencies everything needs were down after t.
+// downAfter is how long, after t, something an order's progress needs was down (overlapping
+// outages count each: a bound, not a measurement).
 func (r *runner) downAfter(t time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()

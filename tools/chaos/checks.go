@@ -81,7 +81,7 @@ func (r *runner) check(ctx context.Context, rep *Report) []flashsale.Check {
 	}
 	defer dbs.close(ctx)
 	n, err := dbs.terminalInTime(ctx, func(deadline time.Time) time.Duration { return endBound + r.downAfter(deadline) })
-	add(CheckTerminalInTime, err, "all %d orders terminal, each by its deadline + %s + the time PostgreSQL (or the only nats-server) was down after it", n, endBound)
+	add(CheckTerminalInTime, err, "all %d orders terminal, each by its deadline + %s + the time after it that PostgreSQL, the only nats-server or a service's link was down", n, endBound)
 	n, err = dbs.paidHonoured(ctx)
 	add(CheckPaidHonoured, err, "%d succeeded payments: each order paid and its stock sold, or refunded", n)
 	n, err = dbs.appliedOnce(ctx)

@@ -143,14 +143,14 @@ func schedule(rng *mrand.Rand, span time.Duration, long bool, natsNodes int, pgL
 		cut(at(0.80), span/10, "stock", launcher.DepNATS),
 		cut(at(0.34), span/12, "timeout", launcher.DepNATS),
 		clockStep(at(0.30), span/4, "timeout", 20*time.Second),
-		pgRestart(at(0.36), 3*time.Second),
 	)
-	// The long outage: late in the short sale; early in the long one, so that the sale goes on
-	// for minutes after it.
+	// PostgreSQL's two crashes never overlap. The short sale has the brief one first and the
+	// long one late; the long sale has the five-minute one early, so that the sale goes on for
+	// minutes after it, and the brief one after it.
 	if long {
-		fs = append(fs, pgRestart(at(0.15), pgLong))
+		fs = append(fs, pgRestart(at(0.04), pgLong), pgRestart(at(0.86), 3*time.Second))
 	} else {
-		fs = append(fs, pgRestart(at(0.74), pgLong))
+		fs = append(fs, pgRestart(at(0.36), 3*time.Second), pgRestart(at(0.74), pgLong))
 	}
 	if natsNodes <= 1 {
 		fs = append(fs, natsKill(at(0.54), 2*time.Second, ""))
@@ -171,12 +171,14 @@ func resets(at, d time.Duration, svc, dep string) fault {
 		`{"name":"reset","type":"reset_peer","stream":"upstream","toxicity":1,"attributes":{"timeout":0}}`)
 }
 
-// toxic adds toxiproxy toxics (JSON specs) to every proxy from svc to dep for d.
+// toxic adds toxiproxy toxics (JSON specs) to every proxy from svc to dep for d. A cut or
+// resets stop svc as surely as its dependency's outage would: they count as an outage.
 func toxic(at, d time.Duration, kind, svc, dep, text string, specs ...string) fault {
 	var names []string
+	var from time.Time
 	return fault{At: at, For: d, Kind: kind, Text: text,
 		Inject: func(_ context.Context, r *runner) error {
-			names = names[:0]
+			names, from = names[:0], time.Now()
 			for _, px := range r.proxies.of(svc, dep) {
 				for _, spec := range specs {
 					t, err := px.Toxics.AddToxicJson(strings.NewReader(spec))
@@ -195,6 +197,9 @@ func toxic(at, d time.Duration, kind, svc, dep, text string, specs ...string) fa
 						return err
 					}
 				}
+			}
+			if kind != KindLatency {
+				r.outage(from, time.Now())
 			}
 			return nil
 		}}
