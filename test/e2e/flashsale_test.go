@@ -19,12 +19,7 @@ import (
 // that the simulator's counters are what the APIs say.
 func TestFlashSaleSmallScale(t *testing.T) {
 	c := client{t}
-	cfg := flashsale.Default()
-	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
-	cfg.SandboxSecret = sandboxSecret
-	signer, err := sys.Signer()
-	require.NoError(t, err)
-	cfg.Signer = signer
+	cfg := saleConfig(t)
 	cfg.Units, cfg.Buyers, cfg.Concurrency = 200, 1000, 32
 	cfg.PaymentTimeout = 2 * time.Second
 	cfg.ArrivalWindow = 6 * time.Second
@@ -86,6 +81,19 @@ func TestFlashSaleSmallScale(t *testing.T) {
 	assert.Equal(t, float64(paidUnits), sku["sold"].(float64), "final sold = paid units")
 	assert.LessOrEqual(t, paidUnits, int64(200))
 	c.requireConsistent()
+}
+
+// saleConfig is the flash sale's defaults pointed at this run's system, its tokens signed by
+// the system's identity provider.
+func saleConfig(t *testing.T) flashsale.Config {
+	t.Helper()
+	cfg := flashsale.Default()
+	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
+	cfg.SandboxSecret = sandboxSecret
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg.Signer = signer
+	return cfg
 }
 
 func statusTotal(m map[string]int) int {

@@ -61,6 +61,7 @@ func run(m *testing.M) int {
 		Ports:     map[string]int{"order": 0, "stock": 0, "payment-adapter": 0, "timeout": 0},
 		DBPrefix:  prefix,
 		RedisPort: freePort(), PaysimPort: freePort(),
+		Console: true, ConsolePort: -1, // the operations console, driven by chromium (console_test.go)
 		Env: []string{
 			"RECONCILE_GATE_INTERVAL=500ms", // the gate job re-arms within a second (gate_test.go)
 			"PAYMENT_SANDBOX_SECRET=" + sandboxSecret,

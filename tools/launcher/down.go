@@ -24,7 +24,7 @@ func Down(o Options) error {
 	// behind its back); then any service left, so they drain against a live NATS and
 	// database; then nats-server.
 	files := []string{o.path("pids", "supervisor.pid")}
-	names := append(append([]string{}, Services...), "paysim")
+	names := append(append([]string{}, Services...), "paysim", "console")
 	for _, n := range (Options{NATSNodes: clusterNodes}).natsNodes() { // either shape's nodes
 		names = append(names, n.name)
 	}

@@ -40,6 +40,8 @@ type Options struct {
 	NATSSync    string         // the started nats-servers' JetStream sync_interval: "always" (default: fsync before every ack) or a Go duration (NATS_SYNC_INTERVAL)
 	RedisPort   int            // port of a throwaway redis-server (default 16379)
 	PaysimPort  int            // port of paysim, the payment providers' stand-in (default 18083)
+	ConsolePort int            // port of the operations console (default DefaultConsolePort; -1 picks a free one)
+	Console     bool           // Up starts the operations console too (UpSupervised, `make up`, always does)
 	Ports       map[string]int // HTTP ports per service (default DefaultPorts; 0 picks a free one)
 	DBPrefix    string         // database name prefix (default "stockflow_")
 	Env         []string       // extra environment for every service (KEY=VALUE)
@@ -56,6 +58,7 @@ type System struct {
 	NATSURL     string            // the NATS URL; of the launcher's own nats-server, with the admin's credentials
 	RedisURL    string            // the gate's Redis; "" when the gate is off
 	PaysimURL   string            // paysim's control API, once payment-adapter has started
+	ConsoleURL  string            // the operations console (decision 0007)
 	URLs        map[string]string // http://host:port per service
 	procs       map[string]*proc
 	serviceEnv  map[string][]string // SetServiceEnv's, per service
@@ -99,6 +102,9 @@ func (o *Options) defaults() {
 	if o.Ports == nil {
 		o.Ports = DefaultPorts
 	}
+	if o.ConsolePort == 0 {
+		o.ConsolePort = DefaultConsolePort
+	}
 	if o.NATSSync == "" {
 		o.NATSSync = "always"
 	}
@@ -126,6 +132,11 @@ func Up(ctx context.Context, o Options) (*System, error) {
 	if err := Build(ctx, o, Services...); err != nil {
 		return nil, err
 	}
+	if o.Console {
+		if err := build(ctx, o, consolePkg); err != nil {
+			return nil, err
+		}
+	}
 	for _, svc := range Services {
 		if err := s.Start(ctx, svc); err != nil {
 			return s, err
@@ -133,6 +144,11 @@ func Up(ctx context.Context, o Options) (*System, error) {
 	}
 	for _, svc := range Services {
 		if err := s.WaitReady(ctx, svc, 60*time.Second); err != nil {
+			return s, err
+		}
+	}
+	if o.Console {
+		if s.ConsoleURL, err = startConsole(ctx, s.opts, s.URLs); err != nil {
 			return s, err
 		}
 	}

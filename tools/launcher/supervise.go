@@ -50,7 +50,7 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if err := Build(ctx, o, Services...); err != nil {
 		return nil, err
 	}
-	if err := build(ctx, o, "./tools/cmd/stockflow"); err != nil {
+	if err := build(ctx, o, "./tools/cmd/stockflow", consolePkg); err != nil {
 		return nil, err
 	}
 	// The supervisor must start the services on the ports the caller waits on.
@@ -81,6 +81,9 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 		}
 	}
 	s.PaysimURL = fmt.Sprintf("http://127.0.0.1:%d", o.PaysimPort) // started with payment-adapter
+	if s.ConsoleURL, err = startConsole(ctx, s.opts, s.URLs); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 

@@ -1,6 +1,6 @@
 // Command stockflow is the developer's handle on the whole system:
 //
-//	stockflow up       PostgreSQL + pinned NATS + the four services under a supervisor (restarts with backoff), logs in .run/logs
+//	stockflow up       PostgreSQL + pinned NATS + the four services under a supervisor (restarts with backoff) + the console, logs in .run/logs
 //	stockflow down     stop exactly what up started (-purge: and remove its database cluster and NATS store)
 //	stockflow status   what runs, and how often the supervisor restarted each service
 //	stockflow pg       ensure a PostgreSQL and print its URL (used by the test command)
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	o := launcher.Options{
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
-		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, Ports: ports,
+		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, ConsolePort: launcher.DefaultConsolePort + offset, Ports: ports,
 		NATSNodes: nodes, NATSSync: syncInterval,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
@@ -156,6 +156,15 @@ func printUp(w io.Writer, sys *launcher.System) {
 	fmt.Fprintf(w, "  %-16s %s\n", "Redis", gate)
 	fmt.Fprintf(w, "  %-16s %s (Stripe, WeChat Pay and Alipay stand-in; services/payment-adapter/README.md)\n", "paysim", sys.PaysimURL)
 	fmt.Fprintf(w, "  %-16s %s/metrics (and the same path on each service; docs/observability.md)\n", "metrics", sys.URLs["stock"])
+	if sys.ConsoleURL != "" {
+		fmt.Fprintf(w, "  %-16s %s (open it in a browser and sign in with this operator+viewer token, valid 1 h;\n", "console", sys.ConsoleURL)
+		fmt.Fprintf(w, "  %-16s `stockflow token -role approver -sub bob` mints a second person's)\n", "")
+		if tok, err := sys.Token("console-ops", auth.Operator, auth.Viewer); err != nil {
+			fmt.Fprintf(w, "  %-16s no sign-in token: %v\n", "", err)
+		} else {
+			fmt.Fprintf(w, "  %-16s %s\n", "sign-in token", tok)
+		}
+	}
 }
 
 // portOffset is STOCKFLOW_PORT_OFFSET: every port up uses (PostgreSQL, NATS, the services) is

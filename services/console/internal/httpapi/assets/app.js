@@ -236,7 +236,7 @@ async function skuPage(view, sku) {
     summary.append(el('p', { id: 'gate' }, 'Gate: ', JSON.stringify(g)));
   }).catch(() => {});
   liveCard.append(el('h2', {}, 'Water level'),
-    el('button', { id: 'live-start', onclick: () => startLive(sku, liveCard) }, 'Watch live'),
+    el('button', { id: 'live-start', onclick: () => startLive(sku, liveCard, (x) => drawSummary(summary, { ...s, ...x, updated_at: x.at })) }, 'Watch live'),
     el('span', { id: 'live-status', class: 'muted' }, ' not watching'));
   const entries = await loadLedger(sku, ledgerCard);
   drawFold(fold, s, entries);
@@ -399,7 +399,8 @@ function stopLive() {
 
 // startLive reads /api/live/{sku} as server-sent events through fetch (EventSource cannot
 // send the bearer header) and draws available, locked and sold over time.
-async function startLive(sku, card) {
+// onSample is called with every reading (the summary above follows the water level).
+async function startLive(sku, card, onSample) {
   stopLive();
   const ctl = new AbortController();
   live = ctl;
@@ -440,6 +441,7 @@ async function startLive(sku, card) {
       samples.push(s);
       if (samples.length > 180) samples.shift();
       drawChart(samples, lines, legend);
+      if (onSample) onSample(s);
     }
   }
 }

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/tools/flashsale"
+)
+
+// The operations console (services/console, decision 0007) in Debian's chromium, headless,
+// against the system TestMain started: sign in per role, the four-eyes adjustment, a
+// reconcile check, the water level during a sale. Screenshots go to .run/console-*.png.
+
+const chromium = "/usr/bin/chromium"
+
+// browser starts a headless chromium with a fresh profile for one test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("the console's browser tests need Debian's chromium at %s (apt-get install chromium; .ci/run installs it)", chromium)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	b, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	require.NoError(t, chromedp.Do(b)) // start the browser now
+	return b
+}
+
+// tab opens a tab of b signed in as subject with roles: each tab has its own sessionStorage,
+// so each is its own person.
+func tab(t *testing.T, b context.Context, subject string, roles ...auth.Role) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b)
+	t.Cleanup(cancel)
+	tok := token(t, subject, roles...)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(sys.ConsoleURL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SetValue(chromedp.CSS("#token"), tok),
+		chromedp.Click(chromedp.CSS("#signin-btn")),
+		chromedp.WaitVisible(chromedp.CSS("#who")),
+	))
+	assert.Equal(t, subject, text(t, ctx, "#who"))
+	return ctx
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	require.NoError(t, err, "text of %s", sel)
+	return strings.TrimSpace(s)
+}
+
+// waitText waits until the element sel exists and its text contains want.
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	expr := fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? '').includes(%q)`, sel, want)
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+	if err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? '(no %s)'`, sel, sel)))
+		flashText, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#flash')?.textContent ?? ''`))
+		t.Fatalf("%s never contained %q: %q (flash: %q): %v", sel, want, got, flashText, err)
+	}
+}
+
+func exists(t *testing.T, ctx context.Context, sel string) bool {
+	t.Helper()
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q) !== null`, sel)))
+	require.NoError(t, err)
+	return ok
+}
+
+func goTo(t *testing.T, ctx context.Context, hash string) {
+	t.Helper()
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, hash)))
+	require.NoError(t, err)
+}
+
+// screenshot saves the tab's viewport as .run/console-<name>.png in the checkout.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	dir, err := filepath.Abs("../../.run")
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, "console-"+name+".png")
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot %s", path)
+}
+
+// TestConsoleSignInShowsWhoAndOnlyTheRolesActions: a malformed token is refused with a reason;
+// a viewer sees a SKU's figures, bar and fold but no operation; an operator sees the
+// adjustment form, verify and reconcile checks, but no repair (admin only).
+func TestConsoleSignInShowsWhoAndOnlyTheRolesActions(t *testing.T) {
+	c := client{t}
+	sku := "CON-" + randomHex(3)
+	c.createSKU(sku, 40)
+	b := browser(t)
+
+	bad, cancel := chromedp.NewContext(b)
+	defer cancel()
+	require.NoError(t, chromedp.Do(bad, chromedp.Navigate(sys.ConsoleURL+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SetValue(chromedp.CSS("#token"), "not-a-token"), chromedp.Click(chromedp.CSS("#signin-btn"))))
+	waitText(t, bad, "#signin-error", "not a JWT")
+
+	viewer := tab(t, b, "vic", auth.Viewer)
+	assert.Equal(t, "viewer", text(t, viewer, "#roles"))
+	goTo(t, viewer, "#/sku/"+sku)
+	waitText(t, viewer, "#fold-verdict", "fold to the summary")
+	assert.Equal(t, "40", text(t, viewer, `#figures td[data-figure="available"]`))
+	assert.Equal(t, "available 40", text(t, viewer, `#bar [data-figure="available"]`))
+	assert.False(t, exists(t, viewer, "#adj-form"), "a viewer gets no adjustment form")
+	assert.False(t, exists(t, viewer, "#verify"), "a viewer gets no verify button")
+	screenshot(t, viewer, "viewer-sku")
+
+	ops := tab(t, b, "olga", auth.Operator, auth.Viewer)
+	goTo(t, ops, "#/sku/"+sku)
+	waitText(t, ops, "#fold-verdict", "fold to the summary")
+	assert.True(t, exists(t, ops, "#adj-form"), "an operator requests adjustments")
+	require.NoError(t, chromedp.Do(ops, chromedp.Click(chromedp.CSS("#verify"))))
+	waitText(t, ops, "#verify-result", "every SKU's ledger folds to its summary")
+	goTo(t, ops, "#/reconcile")
+	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(`#reconcile-stock button[data-mode="check"]`))))
+	assert.False(t, exists(t, ops, `button[data-mode="repair"]`), "repair is the admin's")
+
+	goTo(t, ops, "#/sku/NO-SUCH-"+randomHex(2))
+	waitText(t, ops, "#sku-error", "sku_not_found")
+	screenshot(t, ops, "operator-unknown-sku")
+}
+
+// TestConsoleAdjustmentNeedsASecondPerson: alice (operator and approver) requests an
+// adjustment in the console, her own approval is refused and the page says why; bob approves
+// it in his tab; the page shows who requested and who decided, and the SKU moved.
+func TestConsoleAdjustmentNeedsASecondPerson(t *testing.T) {
+	c := client{t}
+	sku := "CON-" + randomHex(3)
+	c.createSKU(sku, 100)
+	b := browser(t)
+
+	alice := tab(t, b, "alice", auth.Operator, auth.Approver)
+	goTo(t, alice, "#/sku/"+sku)
+	require.NoError(t, chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS("#adj-form")),
+		chromedp.SetValue(chromedp.CSS("#adj-qty"), "-3"),
+		chromedp.SetValue(chromedp.CSS("#adj-reason"), "three broken in the warehouse"),
+		chromedp.Click(chromedp.CSS("#adj-submit"))))
+	waitText(t, alice, "#move-result", "pending, requested by alice")
+	id := strings.TrimPrefix(text(t, alice, "#adj-link"), "#")
+
+	goTo(t, alice, "#/adjustment/"+id)
+	waitText(t, alice, "#adj-requested-by", "alice")
+	waitText(t, alice, "#own-note", "second approver")
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS("#approve"))))
+	waitText(t, alice, "#decide-result", "self_approval")
+	screenshot(t, alice, "self-approval-refused")
+	assert.Equal(t, float64(100), c.sku(sku)["on_hand"], "the refused approval changed nothing")
+
+	bob := tab(t, b, "bob", auth.Approver)
+	goTo(t, bob, "#/adjustment/"+id)
+	waitText(t, bob, "#adj-state", "pending")
+	assert.False(t, exists(t, bob, "#own-note"))
+	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.CSS("#approve"))))
+	waitText(t, bob, "#adj-state", "approved")
+	waitText(t, bob, "#adj-decided-by", "bob")
+	assert.Equal(t, "alice", text(t, bob, "#adj-requested-by"))
+	screenshot(t, bob, "approved-by-bob")
+	assert.Equal(t, float64(97), c.sku(sku)["on_hand"])
+
+	// The ledger filter finds the adjustment's row; the fold still matches.
+	goTo(t, alice, "#/sku/"+sku)
+	waitText(t, alice, "#fold-verdict", "fold to the summary")
+	_, err := chromedp.Run(alice, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#f-type'); s.value = 'manual_adjust'; s.dispatchEvent(new Event('input')); })()`))
+	require.NoError(t, err)
+	waitText(t, alice, "#ledger-info", "1 of ")
+	waitText(t, alice, "#ledger-table tbody", "manual_adjust")
+	assert.Equal(t, "97", text(t, alice, `#figures td[data-figure="on_hand"]`))
+	screenshot(t, alice, "ledger-filtered")
+}
+
+// TestConsoleReconcileCheckFromTheBrowser: an operator runs stock's ledger_summary check
+// through the confirmation dialog and reads the run it made.
+func TestConsoleReconcileCheckFromTheBrowser(t *testing.T) {
+	b := browser(t)
+	ops := tab(t, b, "olga", auth.Operator, auth.Viewer)
+	goTo(t, ops, "#/reconcile")
+	check := `#reconcile-stock button[data-job="ledger_summary"][data-mode="check"]`
+	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(check)), chromedp.Click(chromedp.CSS(check)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok"))))
+	waitText(t, ops, "#confirm-text", "ledger_summary job: check")
+	require.NoError(t, chromedp.Do(ops, chromedp.Click(chromedp.CSS("#confirm-ok"))))
+	waitText(t, ops, "#flash", "stock ledger_summary check run")
+	waitText(t, ops, "#flash", "found 0")
+	runID := strings.Fields(strings.SplitAfter(text(t, ops, "#flash"), " run ")[1])[0]
+	row := fmt.Sprintf(`#reconcile-stock tr[data-run="%s"]`, runID)
+	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row))))
+	waitText(t, ops, "#run-summary", "Checked")
+	waitText(t, ops, "#reconcile-stock .findings", "Nothing found")
+	screenshot(t, ops, "reconcile-check")
+}
+
+// TestConsoleWaterLevelMovesDuringASale: a viewer watches a SKU live while a small flash sale
+// runs on it; the chart's figures move from all available to sold.
+func TestConsoleWaterLevelMovesDuringASale(t *testing.T) {
+	c := client{t}
+	sku := "CON-LIVE-" + randomHex(3)
+	b := browser(t)
+	viewer := tab(t, b, "vic", auth.Viewer)
+
+	cfg := saleConfig(t)
+	cfg.SKU = sku
+	cfg.Units, cfg.Buyers, cfg.Concurrency = 30, 60, 8
+	cfg.PaymentTimeout = 2 * time.Second
+	cfg.ArrivalWindow = 4 * time.Second
+	cfg.SettleTimeout = 20 * time.Second
+	cfg.ChartPath = filepath.Join(t.TempDir(), "sale.png")
+	cfg.GateLead = 2 * time.Second // the SKU exists (and the page can open it) before buyers arrive
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		rep, err := flashsale.Run(ctx, cfg, nil)
+		if err == nil && rep != nil {
+			for _, ch := range rep.Checks {
+				if !ch.Pass {
+					err = fmt.Errorf("%s: %s", ch.Name, ch.Detail)
+				}
+			}
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		status, _ := c.call("GET", sys.URLs["stock"]+"/v1/skus/"+sku, nil, nil)
+		return status == http.StatusOK
+	}, 15*time.Second, 50*time.Millisecond, "the sale never created its SKU")
+	goTo(t, viewer, "#/sku/"+sku)
+	require.NoError(t, chromedp.Do(viewer, chromedp.WaitVisible(chromedp.CSS("#live-start")), chromedp.Click(chromedp.CSS("#live-start"))))
+	waitText(t, viewer, "#live-status", "live")
+	waitText(t, viewer, `#live-legend [data-live="available"]`, "available")
+	// The water level moves: something is locked or sold while the page watches.
+	_, err := chromedp.Run(viewer, chromedp.Poll[bool](`(() => {
+		const n = (k) => Number((document.querySelector('#live-legend [data-live="' + k + '"]')?.textContent ?? '').split(' ')[1]);
+		return n('sold') > 0 && n('available') < 30;
+	})()`, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(200*time.Millisecond)))
+	require.NoError(t, err, "the water level never moved: %s", text(t, viewer, "#live-legend"))
+	points, err := chromedp.Run(viewer, chromedp.Evaluate[string](`document.querySelector('#chart polyline.l-sold').getAttribute('points')`))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, len(strings.Fields(points)), 2, "the chart has a line of readings")
+	screenshot(t, viewer, "water-level")
+	require.NoError(t, <-done, "the sale's own checks")
+
+	final := c.sku(sku)
+	raw, _ := json.Marshal(final)
+	t.Logf("after the sale: %s", raw)
+}
