@@ -42,7 +42,7 @@ func setup(t *testing.T) *env {
 
 // setupWith is the API under policy (and opts), its clock stopped at e.now, with CUP-1 on
 // sale at 4900 CNY and MUG-2 at 100 CNY.
-func setupWith(t *testing.T, policy app.Policy, opts ...app.Option) *env {
+func setupWith(t testing.TB, policy app.Policy, opts ...app.Option) *env {
 	t.Helper()
 	pool, _ := pgtest.New(t, postgres.Schemas()...)
 	store := postgres.New(pool)
@@ -58,7 +58,7 @@ func setupWith(t *testing.T, policy app.Policy, opts ...app.Option) *env {
 }
 
 // putPrice sets sku's terms as an operator.
-func (e *env) putPrice(t *testing.T, sku, body string) {
+func (e *env) putPrice(t testing.TB, sku, body string) {
 	t.Helper()
 	resp := e.do(t, http.MethodPut, "/v1/prices/"+sku, nil, body)
 	require.Equal(t, http.StatusOK, resp.status, "%v", resp.body)
@@ -82,7 +82,7 @@ func (r response) message() string {
 	return m
 }
 
-func (e *env) do(t *testing.T, method, path string, header map[string]string, body string) response {
+func (e *env) do(t testing.TB, method, path string, header map[string]string, body string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)

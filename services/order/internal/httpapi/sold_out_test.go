@@ -3,7 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +21,7 @@ import (
 
 // gatedEnv is the API with a gate on a private Redis, sold_out remembered for ttl, CUP-1
 // armed with one unit and MUG-2 with five.
-func gatedEnv(t *testing.T, ttl time.Duration) (*env, *gate.Gate) {
+func gatedEnv(t testing.TB, ttl time.Duration) (*env, *gate.Gate) {
 	t.Helper()
 	g, err := gate.New(gate.Config{RedisURL: redistest.Start(t).URL, Timeout: time.Second})
 	require.NoError(t, err)
@@ -41,7 +43,7 @@ func (e *env) rows(t *testing.T) int {
 }
 
 // placeAs places body with key under the Authorization header bearer ("": none).
-func (e *env) placeAs(t *testing.T, bearer, key, body string) response {
+func (e *env) placeAs(t testing.TB, bearer, key, body string) response {
 	t.Helper()
 	return e.do(t, http.MethodPost, "/v1/orders", map[string]string{"Authorization": bearer, "Idempotency-Key": key}, body)
 }
@@ -114,4 +116,35 @@ func TestSoldOutMemoryExpires(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, e.placeAs(t, "", "k3", fmt.Sprintf(oneCup, "u3")).status, "the token is checked again")
 	again := e.placeAs(t, u2, "k4", fmt.Sprintf(oneCup, "u2"))
 	assert.Equal(t, http.StatusCreated, again.status, "the unit given back is sold: %v", again.body)
+}
+
+// BenchmarkLosingPlacement is the cost of a sold-out buyer's POST /v1/orders through the API
+// (an HTTP round trip in process): "remembered" answered before the token check, "asks the
+// gate" (no memory) after the token check, the quote and the Redis call.
+func BenchmarkLosingPlacement(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		ttl  time.Duration
+	}{{"remembered", time.Hour}, {"asks the gate", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			e, _ := gatedEnv(b, c.ttl)
+			u := e.kit.Bearer("u2", auth.Buyer)
+			body := fmt.Sprintf(oneCup, "u2")
+			require.Equal(b, http.StatusCreated, e.placeAs(b, e.kit.Bearer("u1", auth.Buyer), "k1", fmt.Sprintf(oneCup, "u1")).status)
+			for i := 0; b.Loop(); i++ {
+				req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/orders", strings.NewReader(body))
+				req.Header.Set("Authorization", u)
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("b-%d", i))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusConflict {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
 }
