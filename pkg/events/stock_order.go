@@ -21,6 +21,9 @@ type StockOrder struct {
 	PaidBy       string           `json:"paid_by,omitempty"` // the payment that sold the order
 	Deadline     time.Time        `json:"deadline"`
 	Locks        []StockOrderLock `json:"locks"` // resolved together: one state for all
+	// ReleasedBy is what released the locks, ReleaseTimeout or ReleaseCancel, when they were
+	// released: the one that reached them first, which a cancel request does not decide.
+	ReleasedBy string `json:"released_by,omitempty"`
 }
 
 // StockOrderLock is one lock of a StockOrder.

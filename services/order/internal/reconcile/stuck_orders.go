@@ -92,9 +92,14 @@ func derive(o *order.Order, unknown bool, so events.StockOrder) (string, repair)
 	case state == "sold":
 		return "locks sold → paid", follow("stock.sold", func(o *order.Order, at time.Time) (bool, error) { return o.StockSold(at, false) })
 	case state == "released":
-		why := order.ReleaseTimeout
-		if !o.CancelRequestedAt().IsZero() {
-			why = order.ReleaseCancel
+		// What reached the locks first decides, as stock.released says; a cancel request
+		// does not: the deadline may have won (a stock of before released_by: the request).
+		why, err := order.ParseReleaseReason(so.ReleasedBy)
+		if err != nil {
+			why = order.ReleaseTimeout
+			if !o.CancelRequestedAt().IsZero() {
+				why = order.ReleaseCancel
+			}
 		}
 		return "locks released → " + map[order.ReleaseReason]string{order.ReleaseTimeout: "closed", order.ReleaseCancel: "cancelled"}[why],
 			follow("stock.released", func(o *order.Order, at time.Time) (bool, error) { return o.StockReleased(at, why) })

@@ -44,6 +44,12 @@ func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 		require.NoError(t, err)
 		return id
 	}
+	cancelling := func(key string) string {
+		id := awaiting(key)
+		_, err := svc.CancelOrder(ctx, id, "changed my mind")
+		require.NoError(t, err)
+		return id
+	}
 	cases := map[string]struct{ id, stock, status string }{
 		"unknown":  {place("k1"), "", "pending"},
 		"rejected": {place("k2"), `{"outcome":"rejected","reject_reason":"insufficient_stock","reject_sku":"CUP-1","locks":[]}`, "rejected"},
@@ -51,6 +57,10 @@ func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 		"sold":     {awaiting("k4"), `{"outcome":"locked","locks":[{"state":"sold"}]}`, "paid"},
 		"released": {awaiting("k5"), `{"outcome":"locked","locks":[{"state":"released"}]}`, "closed"},
 		"held":     {awaiting("k6"), `{"outcome":"locked","locks":[{"state":"locked"}]}`, "awaiting_payment"},
+		// The buyer asked to cancel, but the deadline reached the locks first (found by a
+		// chaos run: such orders ended cancelled over a release_timeout ledger row).
+		"cancel lost to the deadline": {cancelling("k7"), `{"outcome":"locked","locks":[{"state":"released"}],"released_by":"timeout"}`, "closed"},
+		"cancel won":                  {cancelling("k8"), `{"outcome":"locked","locks":[{"state":"released"}],"released_by":"cancel"}`, "cancelled"},
 	}
 	byID := map[string]string{}
 	for _, c := range cases {
@@ -72,10 +82,10 @@ func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 
 	check, err := r.Run(ctx, "stuck_orders", pkgreconcile.Check, "test")
 	require.NoError(t, err)
-	assert.Equal(t, 6, check.Found)
+	assert.Equal(t, 8, check.Found)
 	repair, err := r.Run(ctx, "stuck_orders", pkgreconcile.Repair, "test")
 	require.NoError(t, err)
-	assert.Equal(t, 5, repair.Repaired, "all but the lock stock still holds: %+v", repair.Findings)
+	assert.Equal(t, 7, repair.Repaired, "all but the lock stock still holds: %+v", repair.Findings)
 	for name, c := range cases {
 		o, err := svc.Get(ctx, c.id)
 		require.NoError(t, err)

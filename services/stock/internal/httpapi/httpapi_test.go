@@ -198,6 +198,19 @@ func TestHappyPathOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, false, body["applied"], "release after sell is a reported no-op")
 	assert.Equal(t, "locks already sold", body["noop"])
+	status, body = a.do("GET", "/v1/internal/orders/o1", ``)
+	require.Equal(t, http.StatusOK, status)
+	assert.NotContains(t, body, "released_by", "sold, never released")
+
+	// What released an order's locks, for the order service's stuck-order repair: the first
+	// to reach them, whatever was asked.
+	status, _ = a.do("POST", "/v1/internal/locks", `{"order_id":"o2","items":[{"sku":"CUP-1","qty":1}],"payment_timeout":"10m"}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, _ = a.do("POST", "/v1/internal/orders/o2/release", `{"reason":"cancel"}`)
+	require.Equal(t, http.StatusOK, status)
+	status, body = a.do("GET", "/v1/internal/orders/o2", ``)
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "cancel", body["released_by"])
 
 	status, body = a.do("POST", "/v1/skus/CUP-1/adjustments", `{"kind":"stocktake","counted":340,"reason":"count"}`, "X-Operator", "alice")
 	require.Equal(t, http.StatusCreated, status)
@@ -229,7 +242,7 @@ func TestHappyPathOverHTTP(t *testing.T) {
 	for _, e := range body["entries"].([]any) {
 		types = append(types, e.(map[string]any)["change_type"].(string))
 	}
-	assert.Equal(t, []string{"lock", "sell", "stocktake"}, types)
+	assert.Equal(t, []string{"lock", "sell", "lock", "release_cancel", "stocktake"}, types)
 
 	status, body = a.do("POST", "/v1/admin/verify", ``)
 	require.Equal(t, http.StatusOK, status)

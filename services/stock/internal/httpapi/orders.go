@@ -199,7 +199,8 @@ func (e endpoints) orderOutcome(ctx context.Context, req orderRequest) (events.S
 		return events.StockOrder{}, err
 	}
 	out := events.StockOrder{OrderID: o.OrderID, Outcome: o.Outcome, RejectReason: o.RejectReason, RejectSKU: o.RejectSKU, PaidBy: o.PaidBy,
-		Deadline: o.Deadline, Locks: []events.StockOrderLock{}}
+		Deadline: o.Deadline, Locks: []events.StockOrderLock{},
+		ReleasedBy: map[stock.ChangeType]string{stock.ChangeReleaseTimeout: events.ReleaseTimeout, stock.ChangeReleaseCancel: events.ReleaseCancel}[o.ReleasedBy]}
 	for _, l := range o.Locks {
 		out.Locks = append(out.Locks, viewLock(l))
 	}

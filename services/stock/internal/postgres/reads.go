@@ -31,8 +31,18 @@ func (s *Store) GetOrderOutcome(ctx context.Context, orderID string) (stock.Orde
 			*dst = *src
 		}
 	}
-	o.Locks, err = s.Locks(ctx, orderID)
-	return o, err
+	if o.Locks, err = s.Locks(ctx, orderID); err != nil {
+		return o, err
+	}
+	err = s.pool.QueryRow(ctx, `SELECT change_type FROM stock_ledger WHERE order_id = $1
+		AND change_type IN ('release_timeout', 'release_cancel') ORDER BY id DESC LIMIT 1`, orderID).Scan(&o.ReleasedBy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil
+	}
+	if err != nil {
+		return o, fmt.Errorf("read release of order %s: %w", orderID, err)
+	}
+	return o, nil
 }
 
 // HeldOrders returns up to limit orders holding locks taken before cutoff, oldest first, and

@@ -54,6 +54,7 @@ type OrderOutcome struct {
 	PaidBy       string // the payment that sold the locks; "" when none did
 	Deadline     time.Time
 	Locks        []*Lock
+	ReleasedBy   ChangeType // ChangeReleaseTimeout or ChangeReleaseCancel, the last release's; "" when never released
 }
 
 // Difference is one disagreement between a SKU's summary and the record it must equal.
