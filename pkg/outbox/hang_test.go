@@ -2,15 +2,11 @@ package outbox_test
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,18 +22,9 @@ import (
 func TestAPassStuckOnADeadConnectionGivesUp(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	_, dbURL := pgtest.New(t, outbox.Schema)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
-		"postgres", "127.0.0.1:0", u.Host)
-	require.NoError(t, proxy.Start())
-	defer proxy.Stop()
-	direct, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	defer direct.Close()
-	u.Host = proxy.Listen
-	pool, err := pgxpool.New(ctx, u.String())
+	direct, dbURL := pgtest.New(t, outbox.Schema)
+	proxy, proxiedURL := pgtest.Proxied(t, dbURL)
+	pool, err := pgxpool.New(ctx, proxiedURL)
 	require.NoError(t, err)
 	defer pool.Close()
 

@@ -5,15 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,20 +32,14 @@ func TestADatabaseOutageDeadLettersNothing(t *testing.T) {
 	_, err := direct.Exec(ctx, `CREATE TABLE applied (event_id text PRIMARY KEY)`)
 	require.NoError(t, err)
 
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
-		"postgres", "127.0.0.1:0", u.Host)
-	require.NoError(t, proxy.Start())
-	defer proxy.Stop()
-	u.Host = proxy.Listen
+	proxy, proxiedURL := pgtest.Proxied(t, dbURL)
 
 	natsURL := natstest.Start(t)
 	kit := authtest.New(t)
 	addr := freeAddr(t)
 	const durable = "outage-test-order-created"
 	base := &Base{
-		HTTPAddr: addr, DatabaseURL: u.String(), NATSURL: natsURL, NATSStreamReplicas: 1, AutoMigrate: true, LogLevel: slog.LevelError,
+		HTTPAddr: addr, DatabaseURL: proxiedURL, NATSURL: natsURL, NATSStreamReplicas: 1, AutoMigrate: true, LogLevel: slog.LevelError,
 		ShutdownTimeout: 10 * time.Second, ConsumerAckWait: 30 * time.Second, ConsumerWorkers: 1, RelayBatch: 256,
 		ReconcileMode: "check", AuthJWKS: kit.JWKSFile, AuthIssuer: authtest.Issuer, AuthAudience: authtest.Audience,
 	}

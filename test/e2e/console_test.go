@@ -274,3 +274,35 @@ func TestConsoleWaterLevelMovesDuringASale(t *testing.T) {
 	raw, _ := json.Marshal(final)
 	t.Logf("after the sale: %s", raw)
 }
+
+// TestConsoleOrderTimeline: a viewer finds a buyer's order and reads what happened to it
+// across the services: created, awaiting payment, paid; the payment; its deadline.
+func TestConsoleOrderTimeline(t *testing.T) {
+	c := client{t}
+	sku := "CON-ORD-" + randomHex(3)
+	c.createSKU(sku, 10)
+	buyer := "u-" + randomHex(3)
+	status, resp := c.place(buyer, map[string]any{"items": []item{{SKU: sku, Qty: 2}}, "currency": "CNY"})
+	require.Equal(t, http.StatusCreated, status, "%v", resp)
+	id := resp["order_id"].(string)
+	c.waitStatus(id, "awaiting_payment", 10*time.Second)
+	status, resp = c.pay(id, 9800, "txn-"+id)
+	require.Equal(t, http.StatusOK, status, "%v", resp)
+	c.waitStatus(id, "paid", 10*time.Second)
+
+	b := browser(t)
+	viewer := tab(t, b, "vic", auth.Viewer)
+	goTo(t, viewer, "#/orders")
+	require.NoError(t, chromedp.Do(viewer, chromedp.WaitVisible(chromedp.CSS("#order-q")),
+		chromedp.SetValue(chromedp.CSS("#order-q"), buyer), chromedp.Click(chromedp.CSS(`#order-search button[type="submit"]`))))
+	waitText(t, viewer, "#orders", id)
+	require.NoError(t, chromedp.Do(viewer, chromedp.Click(chromedp.CSS("#orders tr.clickable"))))
+	waitText(t, viewer, "#order-status", "paid")
+	waitText(t, viewer, "#timeline", "awaiting_payment")
+	waitText(t, viewer, "#timeline", "succeeded 9800 CNY via sandbox")
+	waitText(t, viewer, "#timeline", "payment deadline")
+	screenshot(t, viewer, "order-timeline")
+
+	goTo(t, viewer, "#/orders/nobody-"+randomHex(2))
+	waitText(t, viewer, "#order-out", "No orders of buyer")
+}

@@ -11,11 +11,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	neturl "net/url"
 	"os"
 	"testing"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
@@ -148,4 +152,23 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Proxied puts a toxiproxy between the test and the database at url and returns the proxy
+// (stop it, or add toxics, to make the network fail) and url through it. The proxy stops when
+// t ends.
+func Proxied(t testing.TB, url string) (*toxiproxy.Proxy, string) {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
+		"postgres", "127.0.0.1:0", u.Host)
+	if err := proxy.Start(); err != nil {
+		t.Fatalf("pgtest: start proxy: %v", err)
+	}
+	t.Cleanup(proxy.Stop)
+	u.Host = proxy.Listen
+	return proxy, u.String()
 }

@@ -602,7 +602,8 @@ async function orderTimeline(out, o) {
   } catch (e) { events.push({ at: '', source: 'payment', what: e.message }); }
   try {
     const d = await api('GET', 'timeout', `/v1/deadlines/${o.order_id}`);
-    events.push({ at: d.deadline || d.fire_at || '', source: 'timeout', what: `deadline ${d.state || d.status || ''}` });
+    // A pending deadline is due at its time; a settled one happened when it was settled.
+    events.push({ at: d.state === 'pending' ? d.deadline : d.updated_at, source: 'timeout', what: `payment deadline ${fmtTime(d.deadline)}: ${d.state}${d.resolution ? ' (' + d.resolution + ')' : ''}` });
   } catch (e) { events.push({ at: '', source: 'timeout', what: e.code === 'not_found' || e.status === 404 ? 'no deadline' : e.message }); }
   events.sort((a, b) => String(a.at).localeCompare(String(b.at)));
   out.append(el('h3', {}, `Order ${o.order_id} of buyer ${o.buyer_id}: `, el('span', { class: 'state', id: 'order-status' }, o.status)),
