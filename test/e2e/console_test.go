@@ -161,7 +161,12 @@ func TestConsoleAdjustmentNeedsASecondPerson(t *testing.T) {
 
 	alice := tab(t, b, "alice", auth.Operator, auth.Approver)
 	goTo(t, alice, "#/sku/"+sku)
+	// Bad input is refused with the service's reason on the page.
 	require.NoError(t, chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS("#adj-form")),
+		chromedp.SetValue(chromedp.CSS("#adj-qty"), "-3"), chromedp.Click(chromedp.CSS("#adj-submit"))))
+	waitText(t, alice, "#flash", "invalid_adjustment")
+	waitText(t, alice, "#flash", "reason is required")
+	require.NoError(t, chromedp.Do(alice,
 		chromedp.SetValue(chromedp.CSS("#adj-qty"), "-3"),
 		chromedp.SetValue(chromedp.CSS("#adj-reason"), "three broken in the warehouse"),
 		chromedp.Click(chromedp.CSS("#adj-submit"))))
@@ -187,14 +192,26 @@ func TestConsoleAdjustmentNeedsASecondPerson(t *testing.T) {
 	screenshot(t, bob, "approved-by-bob")
 	assert.Equal(t, float64(97), c.sku(sku)["on_hand"])
 
-	// The ledger filter finds the adjustment's row; the fold still matches.
+	// A purchase order: expected raises incoming, received moves it to on hand; alice did it.
 	goTo(t, alice, "#/sku/"+sku)
+	waitText(t, alice, "#fold-verdict", "fold to the summary")
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-ref"), "po-"+sku),
+		chromedp.SetValue(chromedp.CSS("#po-qty"), "20"), chromedp.Click(chromedp.CSS("#po-expect"))))
+	waitText(t, alice, "#flash", "Expected 20")
+	waitText(t, alice, `#figures td[data-figure="incoming"]`, "20")
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-ref"), "po-"+sku),
+		chromedp.SetValue(chromedp.CSS("#po-qty"), "20"), chromedp.Click(chromedp.CSS("#po-receive"))))
+	waitText(t, alice, "#flash", "Received 20")
+	waitText(t, alice, "#flash", "by alice")
+	waitText(t, alice, `#figures td[data-figure="on_hand"]`, "117")
+	assert.Equal(t, float64(117), c.sku(sku)["on_hand"])
+
+	// The ledger filter finds the adjustment's row; the fold still matches.
 	waitText(t, alice, "#fold-verdict", "fold to the summary")
 	_, err := chromedp.Run(alice, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#f-type'); s.value = 'manual_adjust'; s.dispatchEvent(new Event('input')); })()`))
 	require.NoError(t, err)
 	waitText(t, alice, "#ledger-info", "1 of ")
 	waitText(t, alice, "#ledger-table tbody", "manual_adjust")
-	assert.Equal(t, "97", text(t, alice, `#figures td[data-figure="on_hand"]`))
 	screenshot(t, alice, "ledger-filtered")
 }
 

@@ -233,7 +233,9 @@ async function skuPage(view, sku) {
   view.append(liveCard, fold, ledgerCard);
   drawSummary(summary, s);
   api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/gate`).then((g) => {
-    summary.append(el('p', { id: 'gate' }, 'Gate: ', JSON.stringify(g)));
+    const state = g.armed ? `armed by ${g.armed_by} at ${fmtTime(g.armed_at)}: ${g.remaining} left in Redis, ${g.available} available in the database, drift ${g.drift}`
+      : g.planned ? `planned: arms at ${fmtTime(g.arm_at)} (by ${g.armed_by})` : 'not armed';
+    summary.append(el('p', { id: 'gate' }, 'Flash-sale gate: ', state));
   }).catch(() => {});
   liveCard.append(el('h2', {}, 'Water level'),
     el('button', { id: 'live-start', onclick: () => startLive(sku, liveCard, (x) => drawSummary(summary, { ...s, ...x, updated_at: x.at })) }, 'Watch live'),
