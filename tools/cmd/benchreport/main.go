@@ -1,7 +1,8 @@
 // Command benchreport turns `go test -bench 'LockHotSKU|LockZipf'` output into the report issue 5
 // asks for: the raw lines as they arrive, then the machine (nproc, CPU model, the PostgreSQL
 // settings of DATABASE_URL), a benchstat table of locks/s and p99-ms (old = naive, new =
-// engine) and one engine/naive throughput ratio per clients value.
+// engine, each ± its variation) and one engine/naive throughput ratio per clients value with
+// its spread: the lowest and highest of the rounds' own ratios and each side's range.
 //
 //	go test -run '^$' -bench 'LockHotSKU|LockZipf' ./services/stock/internal/app/ | benchreport
 //	benchreport < .run/bench.txt    # again, from a saved run

@@ -76,19 +76,29 @@ func writeTable(w io.Writer, results []result) {
 	benchstat.FormatText(w, c.Tables())
 }
 
-// ratio is one "engine/naive" line: mean engine locks/s over mean naive locks/s.
+// ratio is one "engine/naive" line: mean engine locks/s over mean naive locks/s, with its
+// spread: the lowest and highest of the pairs' ratios (the i-th engine result over the i-th
+// naive one, which scripts/bench.sh runs in the same round, back to back), and each side's
+// lowest and highest locks/s.
 type ratio struct {
-	label   string // hot-sku or zipf
-	clients int
-	value   float64
-	err     error // one side has no results
+	label         string // hot-sku or zipf
+	clients       int
+	value         float64
+	pairs         int // results paired into per-round ratios
+	lo, hi        float64
+	naive, engine spread
+	err           error // one side has no results
 }
+
+// spread is the lowest and highest of some figures.
+type spread struct{ lo, hi float64 }
 
 func (r ratio) String() string {
 	if r.err != nil {
 		return fmt.Sprintf("%s engine/naive clients=%d: n/a (%v)", r.label, r.clients, r.err)
 	}
-	return fmt.Sprintf("%s engine/naive clients=%d: %.1fx", r.label, r.clients, r.value)
+	return fmt.Sprintf("%s engine/naive clients=%d: %.1fx (per round %.1f–%.1fx over %d; naive %.0f–%.0f locks/s, engine %.0f–%.0f)",
+		r.label, r.clients, r.value, r.lo, r.hi, r.pairs, r.naive.lo, r.naive.hi, r.engine.lo, r.engine.hi)
 }
 
 // wanted are the benchmarks and clients values issue 5 asks a ratio for.
@@ -112,31 +122,43 @@ func ratios(results []result) []ratio {
 		}
 		slices.Sort(clients)
 		for _, n := range clients {
-			naive, nn := mean(results, w.bench, "naive", n)
-			engine, ne := mean(results, w.bench, "engine", n)
+			naive := locksPerSec(results, w.bench, "naive", n)
+			engine := locksPerSec(results, w.bench, "engine", n)
 			r := ratio{label: w.label, clients: n}
-			if nn == 0 || ne == 0 || naive == 0 {
-				r.err = fmt.Errorf("%s clients=%d: %d naive and %d engine results", w.bench, n, nn, ne)
-			} else {
-				r.value = engine / naive
+			if len(naive) == 0 || len(engine) == 0 || mean(naive) == 0 {
+				r.err = fmt.Errorf("%s clients=%d: %d naive and %d engine results", w.bench, n, len(naive), len(engine))
+				out = append(out, r)
+				continue
 			}
+			r.value = mean(engine) / mean(naive)
+			r.pairs = min(len(naive), len(engine))
+			per := make([]float64, r.pairs)
+			for i := range per {
+				per[i] = engine[i] / naive[i]
+			}
+			r.lo, r.hi = slices.Min(per), slices.Max(per)
+			r.naive, r.engine = spread{slices.Min(naive), slices.Max(naive)}, spread{slices.Min(engine), slices.Max(engine)}
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// mean is the mean locks/s over the runs (-count) of one benchmark, and how many there were.
-func mean(results []result, bench, path string, clients int) (float64, int) {
-	sum, n := 0.0, 0
+// locksPerSec is the locks/s of every run of one benchmark, in the order they ran.
+func locksPerSec(results []result, bench, path string, clients int) []float64 {
+	var out []float64
 	for _, r := range results {
 		if r.bench == bench && r.path == path && r.clients == clients {
-			sum += r.locksPerSec
-			n++
+			out = append(out, r.locksPerSec)
 		}
 	}
-	if n == 0 {
-		return 0, 0
+	return out
+}
+
+func mean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += x
 	}
-	return sum / float64(n), n
+	return sum / float64(len(v))
 }

@@ -28,11 +28,16 @@ func TestRatiosAreEngineOverNaiveMeans(t *testing.T) {
 		lines = append(lines, r.String())
 	}
 	assert.Equal(t, []string{
-		"hot-sku engine/naive clients=1: 1.0x",    // 2000 / 2000
-		"hot-sku engine/naive clients=8: 10.6x",   // 8500 / 800
-		"hot-sku engine/naive clients=64: 58.9x",  // 16500 / 280
-		"hot-sku engine/naive clients=256: 74.0x", // 18500 / 250
-		"zipf engine/naive clients=64: 3.5x",      // 7250 / 2100
+		// 2000 / 2000; the rounds 2000/1950 and 2000/2050
+		"hot-sku engine/naive clients=1: 1.0x (per round 1.0–1.0x over 2; naive 1950–2050 locks/s, engine 2000–2000)",
+		// 8500 / 800; 8000/800 and 9000/800
+		"hot-sku engine/naive clients=8: 10.6x (per round 10.0–11.2x over 2; naive 800–800 locks/s, engine 8000–9000)",
+		// 16500 / 280; 16000/270 = 59.3 and 17000/290 = 58.6
+		"hot-sku engine/naive clients=64: 58.9x (per round 58.6–59.3x over 2; naive 270–290 locks/s, engine 16000–17000)",
+		// 18500 / 250; 18000/250 and 19000/250
+		"hot-sku engine/naive clients=256: 74.0x (per round 72.0–76.0x over 2; naive 250–250 locks/s, engine 18000–19000)",
+		// 7250 / 2100; 7000/2000 and 7500/2200
+		"zipf engine/naive clients=64: 3.5x (per round 3.4–3.5x over 2; naive 2000–2200 locks/s, engine 7000–7500)",
 	}, lines)
 }
 
@@ -64,5 +69,5 @@ func TestReportEchoesInputThenTableThenRatios(t *testing.T) {
 	assert.Regexp(t, `LockHotSKU/clients=64\s+280 ± 4%\s+16500 ± 3%`, rest, "locks/s table, naive then engine")
 	assert.Regexp(t, `LockZipf/clients=64\s+87.5 ± 3%\s+19.5 ± 3%`, rest, "p99-ms table")
 	assert.Less(t, strings.Index(rest, "old p99-ms"), strings.Index(rest, "hot-sku engine/naive clients=1: 1.0x"))
-	assert.True(t, strings.HasSuffix(rest, "zipf engine/naive clients=64: 3.5x\n"))
+	assert.True(t, strings.HasSuffix(rest, "zipf engine/naive clients=64: 3.5x (per round 3.4–3.5x over 2; naive 2000–2200 locks/s, engine 7000–7500)\n"))
 }
