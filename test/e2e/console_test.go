@@ -234,6 +234,19 @@ func TestConsoleReconcileCheckFromTheBrowser(t *testing.T) {
 	waitText(t, ops, "#run-summary", "Checked")
 	waitText(t, ops, "#reconcile-stock .findings", "Nothing found")
 	screenshot(t, ops, "reconcile-check")
+
+	// An admin may repair; Cancel in the confirmation runs nothing, Confirm runs the repair.
+	admin := tab(t, b, "root", auth.Admin)
+	goTo(t, admin, "#/reconcile")
+	repair := `#reconcile-stock button[data-job="overdue_locks"][data-mode="repair"]`
+	require.NoError(t, chromedp.Do(admin, chromedp.WaitVisible(chromedp.CSS(repair)), chromedp.Click(chromedp.CSS(repair)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-cancel")), chromedp.Click(chromedp.CSS("#confirm-cancel"))))
+	waitText(t, admin, "#flash", "overdue_locks: cancelled")
+	require.NoError(t, chromedp.Do(admin, chromedp.Click(chromedp.CSS(repair)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok"))))
+	waitText(t, admin, "#confirm-text", "REPAIR")
+	require.NoError(t, chromedp.Do(admin, chromedp.Click(chromedp.CSS("#confirm-ok"))))
+	waitText(t, admin, "#flash", "stock overdue_locks repair run")
 }
 
 // TestConsoleWaterLevelMovesDuringASale: a viewer watches a SKU live while a small flash sale
