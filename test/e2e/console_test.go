@@ -213,6 +213,17 @@ func TestConsoleAdjustmentNeedsASecondPerson(t *testing.T) {
 	waitText(t, alice, "#ledger-info", "1 of ")
 	waitText(t, alice, "#ledger-table tbody", "manual_adjust")
 	screenshot(t, alice, "ledger-filtered")
+
+	// A stocktake: bob sees its variance against the book before he approves it.
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#adj-kind"), "stocktake"),
+		chromedp.SetValue(chromedp.CSS("#adj-qty"), "120"), chromedp.SetValue(chromedp.CSS("#adj-reason"), "monthly count"),
+		chromedp.Click(chromedp.CSS("#adj-submit"))))
+	waitText(t, alice, "#move-result", "pending, requested by alice")
+	goTo(t, bob, "#/adjustment/"+strings.TrimPrefix(text(t, alice, "#adj-link"), "#"))
+	waitText(t, bob, "#variance", "counted 120, on hand 117 now → +3")
+	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.CSS("#approve"))))
+	waitText(t, bob, "#adj-state", "approved")
+	assert.Equal(t, float64(120), c.sku(sku)["on_hand"])
 }
 
 // TestConsoleReconcileCheckFromTheBrowser: an operator runs stock's ledger_summary check

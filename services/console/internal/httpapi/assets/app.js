@@ -509,6 +509,15 @@ async function adjustmentPage(view, id) {
       el('tr', {}, el('th', {}, 'requested by'), el('td', { id: 'adj-requested-by' }, a.requested_by)),
       el('tr', {}, el('th', {}, 'decided by'), el('td', { id: 'adj-decided-by' }, a.decided_by || '—')),
       a.ledger_id ? el('tr', {}, el('th', {}, 'ledger row'), el('td', {}, a.ledger_id)) : null));
+  if (a.state === 'pending' && a.kind === 'stocktake') {
+    // The count's variance against the book, as it stands now: what approving would change.
+    try {
+      const now = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(a.sku)}`);
+      const v = a.counted - now.on_hand;
+      card.append(el('p', { id: 'variance', class: v === 0 ? 'ok' : '' },
+        `Variance: counted ${a.counted}, on hand ${now.on_hand} now → ${v > 0 ? '+' : ''}${v} on approval.`));
+    } catch (e) { card.append(el('p', { class: 'error' }, `Cannot read ${a.sku} for the variance: ${e.message}`)); }
+  }
   if (a.state === 'pending' && can('decide')) {
     card.append(own ? el('p', { class: 'muted', id: 'own-note' }, 'You requested this adjustment: the four-eyes rule needs a second approver.') : null,
       el('button', { id: 'approve', onclick: decide(true) }, 'Approve'), ' ',
