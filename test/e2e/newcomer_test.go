@@ -59,13 +59,16 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 		}
 	})
 
-	t.Log(makeIn("up"))
+	up := makeIn("up")
+	t.Log(up)
+	assert.Contains(t, up, fmt.Sprintf("console          http://127.0.0.1:%d", 8085+offset), "up prints the console's address")
+	assert.Contains(t, up, "sign-in token    eyJ", "and a token to sign in with")
 	pids := readPids(t, clone)
-	want := 7
+	want := 8
 	if _, err := exec.LookPath("redis-server"); err == nil && os.Getenv("REDIS_URL") == "" {
 		want++ // up starts a throwaway redis-server for the gate when it can
 	}
-	require.Len(t, pids, want, "four services, their supervisor, nats-server, paysim (and redis-server)")
+	require.Len(t, pids, want, "four services, their supervisor, nats-server, paysim, the console (and redis-server)")
 	raw, err := os.ReadFile(filepath.Join(clone, ".run", "pids", "pg.data"))
 	require.NoError(t, err, "the throwaway cluster is recorded")
 	clusterDir = filepath.Dir(strings.TrimSpace(string(raw)))
@@ -139,7 +142,7 @@ func TestNewcomerFromPrivateClone(t *testing.T) {
 	assert.NotEqual(t, pids["stock"], restarted["stock"], "a new stock process")
 	pids["stock (restarted)"] = restarted["stock"]
 
-	ports := []int{15432 + offset, 14222 + offset, 8081 + offset, 8082 + offset, 8083 + offset, 8084 + offset}
+	ports := []int{15432 + offset, 14222 + offset, 8081 + offset, 8082 + offset, 8083 + offset, 8084 + offset, 8085 + offset}
 	makeIn("down")
 	for name, pid := range pids {
 		assert.False(t, launcher.Alive(pid), "%s (pid %d) still runs after down", name, pid)
@@ -182,7 +185,7 @@ func cloneWorkingTree(t *testing.T, root, dir string) {
 func freeOffset(t *testing.T) int {
 	for off := 20000; off < 40000; off += 137 {
 		free := true
-		for _, p := range []int{15432, 14222, 16379, 18083, 8081, 8082, 8083, 8084} {
+		for _, p := range []int{15432, 14222, 16379, 18083, 8081, 8082, 8083, 8084, 8085} {
 			if listening(p+off) || !bindable(p+off) {
 				free = false
 				break
