@@ -45,7 +45,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			s.Config.Units, s.Orders, s.Retries, s.ByStatus, s.LedgerRows, s.Errors)
 	}
 	if r.SaleErr != "" {
-		fmt.Fprintf(&b, "The sale ended with: %s\n", r.SaleErr)
+		fmt.Fprintf(&b, "The sale ended with: %s (the table leaves out its checks faults may fail without a broken promise: %s)\n",
+			r.SaleErr, strings.Join(notPromised, "; "))
 	}
 	b.WriteString("\nChecks:\n")
 	tw = tabwriter.NewWriter(&b, 2, 0, 2, ' ', 0)
