@@ -243,6 +243,7 @@ func TestConsoleReconcileCheckFromTheBrowser(t *testing.T) {
 	row := fmt.Sprintf(`#reconcile-stock tr[data-run="%s"]`, runID)
 	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row))))
 	waitText(t, ops, "#run-summary", "Checked")
+	waitText(t, ops, `#reconcile-stock [data-last="ledger_summary"]`, "run "+runID+", check by api:olga")
 	waitText(t, ops, "#reconcile-stock .findings", "Nothing found")
 	screenshot(t, ops, "reconcile-check")
 

@@ -175,8 +175,10 @@ function confirmAction(text) {
 function render() {
   stopLive();
   showMe();
-  const view = $('#view');
-  view.replaceChildren();
+  // Each render draws into a fresh container: a page still loading from an earlier render
+  // then fills a container no longer on the page instead of mixing into this one.
+  const view = el('div');
+  $('#view').replaceChildren(view);
   if (!session) return;
   const [, page, arg] = (location.hash || '#/skus').split('/').map(decodeURIComponent);
   const pages = { skus: skusPage, sku: skuPage, adjustments: adjustmentsPage, adjustment: adjustmentPage, reconcile: reconcilePage, orders: ordersPage };
@@ -534,12 +536,25 @@ async function reconcilePage(view) {
     const runs = el('tbody');
     const findings = el('div', { class: 'findings' });
     const card = el('section', { class: 'card', id: 'reconcile-' + svc }, el('h2', {}, svc),
-      el('p', {}, jobs.map((job) => el('span', { class: 'job' }, el('strong', {}, job), ' ',
-        can('check') ? el('button', { 'data-job': job, 'data-mode': 'check', onclick: () => runJob(svc, job, 'check') }, 'Check') : null, ' ',
-        can('repair') ? el('button', { 'data-job': job, 'data-mode': 'repair', onclick: () => runJob(svc, job, 'repair') }, 'Repair') : null, ' · '))),
+      el('table', { class: 'jobs' }, el('tr', {}, ['job', 'last run', ''].map((h) => el('th', {}, h))),
+        jobs.map((job) => el('tr', {}, el('td', {}, el('strong', {}, job)),
+          el('td', { 'data-last': job, class: 'muted' }, '…'),
+          el('td', {},
+            can('check') ? el('button', { 'data-job': job, 'data-mode': 'check', onclick: () => runJob(svc, job, 'check') }, 'Check') : null, ' ',
+            can('repair') ? el('button', { 'data-job': job, 'data-mode': 'repair', onclick: () => runJob(svc, job, 'repair') }, 'Repair') : null)))),
+      el('h3', {}, 'Recent runs'),
       el('table', {}, el('thead', {}, el('tr', {}, ['run', 'job', 'mode', 'trigger', 'started', 'checked', 'found', 'repaired', ''].map((h) => el('th', {}, h)))), runs),
       findings);
     view.append(card);
+    for (const job of jobs) {
+      const cell = card.querySelector(`[data-last="${job}"]`);
+      api('GET', svc, `/v1/admin/reconcile/runs?job=${job}&limit=1`).then((r) => {
+        const run = r.runs[0];
+        cell.className = run && run.found > run.repaired ? 'error' : '';
+        cell.replaceChildren(run ? el('a', { href: '#/reconcile', onclick: (e) => { e.preventDefault(); showRun(findings, svc, run); } },
+          `run ${run.id}, ${run.mode} by ${run.trigger}, ${fmtTime(run.finished)}: found ${run.found}, repaired ${run.repaired}`) : 'never run');
+      }).catch((e) => { cell.className = 'error'; cell.textContent = e.message; });
+    }
     try {
       const r = await api('GET', svc, '/v1/admin/reconcile/runs?limit=10');
       for (const run of r.runs) {
