@@ -15,6 +15,10 @@ const consolePkg = "./services/console/cmd/console"
 // DefaultConsolePort is the console's HTTP port.
 const DefaultConsolePort = 8085
 
+// CompareReport is where `stockflow compare` writes its report and the console's compare page
+// reads it.
+func (o Options) CompareReport() string { return o.path("compare.json") }
+
 // startConsole starts the console on o.ConsolePort (-1: a free port), pointed at the services
 // in urls, and waits until it answers; it returns its URL. The console keeps no state, so it is
 // started once, not supervised.
@@ -33,7 +37,8 @@ func startConsole(ctx context.Context, o Options, urls map[string]string) (strin
 	cmd := exec.Command(o.path("bin", "console"), "serve")
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr,
 		"CONSOLE_ORDER_URL="+urls["order"], "CONSOLE_STOCK_URL="+urls["stock"],
-		"CONSOLE_PAYMENT_URL="+urls["payment-adapter"], "CONSOLE_TIMEOUT_URL="+urls["timeout"])
+		"CONSOLE_PAYMENT_URL="+urls["payment-adapter"], "CONSOLE_TIMEOUT_URL="+urls["timeout"],
+		"CONSOLE_COMPARE_REPORT="+o.CompareReport())
 	exited, err := spawn(o, "console", cmd)
 	if err != nil {
 		return "", err

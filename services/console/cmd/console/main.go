@@ -46,7 +46,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
 	client := &http.Client{Timeout: cfg.UpstreamTimeout}
 	hub := live.New(httpapi.StockFetch(client, cfg.StockURL), cfg.LiveInterval)
 	srv := &http.Server{
-		Handler:           httpapi.Handler(cfg.Services(), client, hub, log),
+		Handler:           httpapi.Handler(cfg.Services(), client, hub, cfg.CompareReport, log),
 		ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },

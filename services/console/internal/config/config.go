@@ -27,6 +27,9 @@ type Config struct {
 	LiveInterval time.Duration `env:"CONSOLE_LIVE_INTERVAL" envDefault:"1s"`
 	// UpstreamTimeout bounds one call to a service.
 	UpstreamTimeout time.Duration `env:"CONSOLE_UPSTREAM_TIMEOUT" envDefault:"15s"`
+	// CompareReport is the file `stockflow compare` writes as it runs; the compare page draws
+	// it. A local demonstration only: a deployment leaves it unset.
+	CompareReport string `env:"CONSOLE_COMPARE_REPORT" deploy:"unset"`
 	// LogLevel is DEBUG, INFO, WARN or ERROR.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"INFO"`
 }

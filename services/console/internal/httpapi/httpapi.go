@@ -9,7 +9,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -29,8 +28,9 @@ var assets embed.FS
 const maxBody = 1 << 20
 
 // Handler serves the console. services maps the /api/{service} names to base URLs; client
-// calls them (its timeout bounds one call); hub feeds /api/live.
-func Handler(services map[string]string, client *http.Client, hub *live.Hub, log *slog.Logger) http.Handler {
+// calls them (its timeout bounds one call); hub feeds /api/live; compareReport is the file
+// `stockflow compare` writes, served at /api/compare ("" when this console has none).
+func Handler(services map[string]string, client *http.Client, hub *live.Hub, compareReport string, log *slog.Logger) http.Handler {
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic(err) // the embedded folder is part of the build
@@ -45,6 +45,7 @@ func Handler(services map[string]string, client *http.Client, hub *live.Hub, log
 	p := proxy{services: services, client: client, log: log}
 	mux.Handle("/api/{service}/v1/{path...}", p)
 	mux.Handle("GET /api/live/{sku}", liveHandler{hub: hub, log: log})
+	mux.Handle("GET /api/compare", compareHandler{report: compareReport, check: stockCheck(client, services["stock"])})
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such console API route")
 	})
@@ -213,13 +214,8 @@ func (h liveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	first, err := h.hub.Read(r.Context(), sku, token)
-	if se := (*StatusError)(nil); errors.As(err, &se) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(se.Status)
-		_, _ = w.Write(se.Body)
-		return
-	} else if err != nil {
-		writeError(w, http.StatusBadGateway, "upstream_unavailable", err.Error())
+	if err != nil {
+		writeUpstreamError(w, err)
 		return
 	}
 	flusher, ok := w.(http.Flusher)

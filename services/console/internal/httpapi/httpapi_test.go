@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +43,14 @@ func upstream(t *testing.T) *httptest.Server {
 	return srv
 }
 
-func console(t *testing.T) *httptest.Server {
+func console(t *testing.T) *httptest.Server { return consoleWith(t, "") }
+
+func consoleWith(t *testing.T, compareReport string) *httptest.Server {
 	up := upstream(t)
 	client := &http.Client{Timeout: 5 * time.Second}
 	services := map[string]string{"stock": up.URL, "order": up.URL}
 	hub := live.New(StockFetch(client, up.URL), 50*time.Millisecond)
-	srv := httptest.NewServer(Handler(services, client, hub, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(Handler(services, client, hub, compareReport, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -152,5 +155,35 @@ func TestLiveStreamsSamplesAndRefusesWhatStockRefuses(t *testing.T) {
 	}
 	if got := strings.Count(string(buf), "event: sample"); got < 3 || !strings.Contains(string(buf), `"available":7`) {
 		t.Fatalf("stream: %q", buf)
+	}
+}
+
+func TestCompareServesTheReportToAReaderStockAccepts(t *testing.T) {
+	dir := t.TempDir()
+	report := dir + "/compare.json"
+	srv := consoleWith(t, report)
+	if status, body := do(t, "GET", srv.URL+"/api/compare", "", ""); status != 401 || !strings.Contains(body, "sign in") {
+		t.Fatalf("no token: %d %s", status, body)
+	}
+	if status, body := do(t, "GET", srv.URL+"/api/compare", "bad", ""); status != 401 || !strings.Contains(body, "unauthenticated") {
+		t.Fatalf("a token stock refuses: %d %s", status, body)
+	}
+	if status, body := do(t, "GET", srv.URL+"/api/compare", "good", ""); status != 404 || !strings.Contains(body, "no_compare_report") {
+		t.Fatalf("before any run: %d %s", status, body)
+	}
+	if err := os.WriteFile(report, []byte(`{"done":false,"designs":[`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := do(t, "GET", srv.URL+"/api/compare", "good", ""); status != 500 || !strings.Contains(body, "compare_report_invalid") {
+		t.Fatalf("a torn report: %d %s", status, body)
+	}
+	if err := os.WriteFile(report, []byte(`{"done":true,"designs":[{"name":"stockflow"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := do(t, "GET", srv.URL+"/api/compare", "good", ""); status != 200 || !strings.Contains(body, `"name":"stockflow"`) {
+		t.Fatalf("the report: %d %s", status, body)
+	}
+	if status, body := do(t, "GET", consoleWith(t, "").URL+"/api/compare", "good", ""); status != 404 || !strings.Contains(body, "compare_not_configured") {
+		t.Fatalf("a console without a report: %d %s", status, body)
 	}
 }

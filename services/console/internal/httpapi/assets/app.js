@@ -5,8 +5,6 @@
 'use strict';
 
 const TOKEN_KEY = 'stockflow.console.token';
-const RECENT_SKUS = 'stockflow.console.skus';
-const RECENT_ADJ = 'stockflow.console.adjustments';
 const READERS = ['viewer', 'operator', 'approver', 'admin'];
 // Who may do what, as docs/security.md's table says; the services enforce it.
 const RULES = {
@@ -65,13 +63,6 @@ function flash(text, isError) {
 }
 
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '');
-
-function remember(key, value) {
-  const list = JSON.parse(localStorage.getItem(key) || '[]').filter((v) => v !== value);
-  list.unshift(value);
-  localStorage.setItem(key, JSON.stringify(list.slice(0, 20)));
-}
-const recent = (key) => JSON.parse(localStorage.getItem(key) || '[]');
 
 function can(action) {
   return session !== null && session.claims.roles.some((r) => RULES[action].includes(r));
@@ -181,7 +172,7 @@ function render() {
   $('#view').replaceChildren(view);
   if (!session) return;
   const [, page, arg] = (location.hash || '#/skus').split('/').map(decodeURIComponent);
-  const pages = { skus: skusPage, sku: skuPage, adjustments: adjustmentsPage, adjustment: adjustmentPage, reconcile: reconcilePage, orders: ordersPage };
+  const pages = { skus: skusPage, sku: skuPage, adjustments: adjustmentsPage, adjustment: adjustmentPage, reconcile: reconcilePage, orders: ordersPage, compare: comparePage };
   (pages[page] || skusPage)(view, arg).catch((e) => flash(e.message, true));
 }
 
@@ -194,27 +185,39 @@ function stackedBar(s) {
     d.style.width = `${(100 * n) / total}%`;
     return d;
   };
-  return el('div', { class: 'bar', id: 'bar' }, seg('available', s.available), seg('locked', s.locked), seg('sold', s.sold), seg('incoming', s.incoming));
+  return el('div', { class: 'bar' }, seg('available', s.available), seg('locked', s.locked), seg('sold', s.sold), seg('incoming', s.incoming));
 }
 
-async function skusPage(view) {
+// skusPage lists stock's SKUs a page at a time (prefix filter), each with its stacked bar.
+async function skusPage(view, prefix) {
   const input = el('input', { id: 'sku-input', placeholder: 'CUP-1', required: true });
+  const filter = el('input', { id: 'sku-prefix', placeholder: 'prefix', value: prefix || '' });
   const list = el('tbody');
+  const more = el('button', { id: 'sku-more', hidden: true }, 'more ▶');
   view.append(el('section', { class: 'card' },
     el('h2', {}, 'SKUs'),
     el('form', { class: 'inline', id: 'sku-open', onsubmit: (e) => { e.preventDefault(); location.hash = '#/sku/' + encodeURIComponent(input.value.trim()); } },
       el('label', {}, 'SKU', input), el('button', { type: 'submit' }, 'Open')),
-    el('p', { class: 'muted' }, 'Stock has no SKU listing; the SKUs opened in this browser are below.'),
-    el('table', { id: 'sku-list' }, el('thead', {}, el('tr', {}, el('th', {}, 'SKU'), ...FIGURES.map((f) => el('th', { class: 'num' }, f)), el('th', {}, ''))), list)));
-  for (const sku of recent(RECENT_SKUS)) {
-    try {
-      const s = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}`);
-      list.append(el('tr', { class: 'clickable', onclick: () => { location.hash = '#/sku/' + encodeURIComponent(sku); } },
-        el('td', {}, sku), ...FIGURES.map((f) => el('td', { class: 'num' }, s[f])), el('td', {}, stackedBar(s))));
-    } catch (e) {
-      list.append(el('tr', {}, el('td', {}, sku), el('td', { colspan: 6, class: 'error' }, e.message)));
+    el('form', { class: 'inline', id: 'sku-filter', onsubmit: (e) => { e.preventDefault(); location.hash = '#/skus/' + encodeURIComponent(filter.value.trim()); } },
+      el('label', {}, 'starting with', filter), el('button', { type: 'submit' }, 'Filter')),
+    el('table', { id: 'sku-list' }, el('thead', {}, el('tr', {}, el('th', {}, 'SKU'), ...FIGURES.map((f) => el('th', { class: 'num' }, f)), el('th', {}, ''))), list),
+    el('p', {}, more)));
+  let after = '';
+  const page = async () => {
+    const q = new URLSearchParams({ limit: '50' });
+    if (prefix) q.set('prefix', prefix);
+    if (after) q.set('after', after);
+    const r = await api('GET', 'stock', `/v1/skus?${q}`);
+    for (const s of r.skus) {
+      list.append(el('tr', { class: 'clickable', 'data-sku': s.sku, onclick: () => { location.hash = '#/sku/' + encodeURIComponent(s.sku); } },
+        el('td', {}, s.sku), ...FIGURES.map((f) => el('td', { class: 'num' }, s[f])), el('td', {}, stackedBar(s))));
     }
-  }
+    if (r.skus.length === 0 && !after) list.append(el('tr', {}, el('td', { colspan: 7, class: 'muted' }, prefix ? `No SKU starts with ${prefix}.` : 'No SKUs yet.')));
+    after = r.next_after || '';
+    more.hidden = !after;
+  };
+  more.addEventListener('click', () => page().catch((e) => flash(e.message, true)));
+  await page();
 }
 
 async function skuPage(view, sku) {
@@ -225,14 +228,15 @@ async function skuPage(view, sku) {
     view.append(el('section', { class: 'card' }, el('h2', {}, sku), el('p', { class: 'error', id: 'sku-error' }, `Cannot read ${sku}: ${e.message}`)));
     return;
   }
-  remember(RECENT_SKUS, sku);
   const summary = el('section', { class: 'card', id: 'summary' });
   const fold = el('section', { class: 'card', id: 'fold' });
   const liveCard = el('section', { class: 'card', id: 'live' });
   const ledgerCard = el('section', { class: 'card', id: 'ledger' });
   view.append(summary);
-  if (can('move')) view.append(movesCard(sku));
-  view.append(liveCard, fold, ledgerCard);
+  const purchases = el('section', { class: 'card', id: 'purchases' });
+  if (can('move')) view.append(movesCard(s));
+  view.append(liveCard, purchases, fold, ledgerCard);
+  purchasesCard(purchases, sku).catch((e) => purchases.append(el('p', { class: 'error' }, e.message)));
   drawSummary(summary, s);
   api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/gate`).then((g) => {
     const state = g.armed ? `armed by ${g.armed_by} at ${fmtTime(g.armed_at)}: ${g.remaining} left in Redis, ${g.available} available in the database, drift ${g.drift}`
@@ -242,9 +246,8 @@ async function skuPage(view, sku) {
   liveCard.append(el('h2', {}, 'Water level'),
     el('button', { id: 'live-start', onclick: () => startLive(sku, liveCard, (x) => drawSummary(summary, { ...s, ...x, updated_at: x.at })) }, 'Watch live'),
     el('span', { id: 'live-status', class: 'muted' }, ' not watching'));
-  const entries = await loadLedger(sku, ledgerCard);
-  drawFold(fold, s, entries);
-  drawLedger(ledgerCard, entries);
+  drawLedger(ledgerCard, sku);
+  drawFold(fold, s, await loadLedger(sku, fold));
 }
 
 function drawSummary(card, s) {
@@ -253,17 +256,32 @@ function drawSummary(card, s) {
       el('tr', {}, ...FIGURES.map((f) => el('th', { class: 'num' }, f)), el('th', { class: 'num' }, 'slots')),
       el('tr', {}, ...FIGURES.map((f) => el('td', { class: 'num', 'data-figure': f }, s[f])), el('td', { class: 'num' }, s.slots))),
     el('h3', {}, 'on hand = available + locked + sold; incoming is on its way'),
-    stackedBar(s),
+    el('div', { id: 'bar' }, stackedBar(s)),
     el('p', { class: 'muted' }, `updated ${fmtTime(s.updated_at)}`));
 }
 
-function movesCard(sku) {
+// movesCard is the adjustment form. A stocktake is a count: as it is typed the card shows the
+// book's on hand and the variance the count would book, and approval (by a second person)
+// books it against the ledger as it stood when the count was filed.
+function movesCard(s) {
+  const sku = s.sku;
   const kind = el('select', { id: 'adj-kind' }, el('option', { value: 'manual_adjust' }, 'manual_adjust (delta)'), el('option', { value: 'stocktake' }, 'stocktake (counted)'));
   const qty = el('input', { id: 'adj-qty', type: 'number', placeholder: '-3 or 340' });
   const reason = el('input', { id: 'adj-reason', placeholder: 'damaged in transit' });
-  const poQty = el('input', { id: 'po-qty', type: 'number', min: '1', placeholder: '50' });
-  const poRef = el('input', { id: 'po-ref', placeholder: 'po-1' });
+  const preview = el('p', { id: 'adj-preview', class: 'muted' });
   const result = el('p', { id: 'move-result' });
+  const showPreview = () => {
+    const n = Number(qty.value);
+    if (qty.value === '' || !Number.isInteger(n)) { preview.textContent = ''; return; }
+    if (kind.value === 'stocktake') {
+      const v = n - s.on_hand;
+      preview.textContent = `Book on hand ${s.on_hand}; counted ${n} → variance ${v > 0 ? '+' : ''}${v}${v === 0 ? ' (the count agrees)' : ''}.`;
+    } else {
+      preview.textContent = `On hand ${s.on_hand} → ${s.on_hand + n}, available ${s.available} → ${s.available + n} once approved.`;
+    }
+  };
+  kind.addEventListener('input', showPreview);
+  qty.addEventListener('input', showPreview);
   const submitAdj = async (e) => {
     e.preventDefault();
     const n = Number(qty.value);
@@ -272,45 +290,89 @@ function movesCard(sku) {
     if (kind.value === 'stocktake') body.counted = n; else body.delta = n;
     try {
       const a = await api('POST', 'stock', `/v1/skus/${encodeURIComponent(sku)}/adjustments`, body);
-      remember(RECENT_ADJ, String(a.id));
       result.replaceChildren('Adjustment ', el('a', { href: `#/adjustment/${a.id}`, id: 'adj-link' }, `#${a.id}`), ` ${a.state}, requested by ${a.requested_by}; a second person with the approver role decides it.`);
       flash(`Adjustment #${a.id} requested by ${a.requested_by}: ${a.state}`);
     } catch (err) { flash(`Adjustment refused: ${err.message}`, true); }
   };
-  const move = (path, what) => async () => {
-    const n = Number(poQty.value);
-    if (!Number.isInteger(n) || n <= 0) { flash('Enter a positive whole number of units', true); return; }
-    if (!poRef.value.trim()) { flash('Enter the purchase order reference (it makes a retry safe)', true); return; }
-    try {
-      const row = await api('POST', 'stock', `/v1/skus/${encodeURIComponent(sku)}/${path}`, { qty: n }, { 'Idempotency-Key': poRef.value.trim() + '-' + path });
-      flash(`${what} ${n} (${poRef.value}) by ${row.operator}: ledger row ${row.id}`);
-      render();
-    } catch (err) { flash(`${what} refused: ${err.message}`, true); }
-  };
-  return el('section', { class: 'card', id: 'moves' }, el('h2', {}, 'Operations'),
-    el('h3', {}, 'Adjustment (four eyes)'),
+  return el('section', { class: 'card', id: 'moves' }, el('h2', {}, 'Adjustment or stocktake (four eyes)'),
     el('form', { class: 'inline', id: 'adj-form', onsubmit: submitAdj },
       el('label', {}, 'kind', kind), el('label', {}, 'units', qty), el('label', {}, 'reason', reason),
       el('button', { type: 'submit', id: 'adj-submit' }, 'Request adjustment')),
-    result,
-    el('h3', {}, 'Purchase order'),
-    el('div', { class: 'inline' }, el('label', {}, 'reference ', poRef), el('label', {}, ' units ', poQty),
-      el('button', { id: 'po-expect', onclick: move('purchases', 'Expected') }, 'Expected (incoming +)'),
-      el('button', { id: 'po-receive', onclick: move('receipts', 'Received') }, 'Received (on hand +)')));
+    preview, result);
+}
+
+// purchasesCard is the SKU's purchase orders: expected units arrive as incoming, are received
+// in parts (each receipt moves incoming to on hand) and an order is closed when the rest will
+// not come. Each action carries an idempotency key made once per form, so a retried click
+// cannot book twice.
+async function purchasesCard(card, sku) {
+  const key = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random());
+  let createKey = key();
+  const qty = el('input', { id: 'po-qty', type: 'number', min: '1', placeholder: '50' });
+  const remark = el('input', { id: 'po-remark', placeholder: 'supplier, reference' });
+  const list = el('tbody');
+  const create = async (e) => {
+    e.preventDefault();
+    const n = Number(qty.value);
+    if (!Number.isInteger(n) || n <= 0) { flash('Enter a positive whole number of units', true); return; }
+    try {
+      const po = await api('POST', 'stock', `/v1/skus/${encodeURIComponent(sku)}/purchase-orders`, { quantity: n, remark: remark.value }, { 'Idempotency-Key': createKey });
+      createKey = key();
+      flash(`Purchase order #${po.id} for ${po.expected} by ${po.created_by}: incoming +${po.expected}`);
+      render();
+    } catch (err) { flash(`Purchase order refused: ${err.message}`, true); }
+  };
+  const receive = (po, input, rkey) => async () => {
+    const n = Number(input.value);
+    if (!Number.isInteger(n) || n <= 0) { flash('Enter a positive whole number of units received', true); return; }
+    try {
+      const after = await api('POST', 'stock', `/v1/purchase-orders/${po.id}/receipts`, { quantity: n }, { 'Idempotency-Key': rkey });
+      flash(`Purchase order #${po.id}: received ${n}, ${after.received} of ${after.expected} in all (${after.status})`);
+      render();
+    } catch (err) { flash(`Receipt refused: ${err.message}`, true); }
+  };
+  const close = (po) => async () => {
+    if (!(await confirmAction(`Close purchase order #${po.id}? The ${po.expected - po.received} units not received leave incoming: they will not come.`))) return;
+    try {
+      const after = await api('POST', 'stock', `/v1/purchase-orders/${po.id}/close`, undefined, { 'Idempotency-Key': key() });
+      flash(`Purchase order #${po.id} ${after.status}: ${after.received} of ${after.expected} received`);
+      render();
+    } catch (err) { flash(`Close refused: ${err.message}`, true); }
+  };
+  card.replaceChildren(el('h2', {}, 'Purchase orders'),
+    can('move') ? el('form', { class: 'inline', id: 'po-form', onsubmit: create },
+      el('label', {}, 'units expected', qty), el('label', {}, 'remark', remark),
+      el('button', { type: 'submit', id: 'po-create' }, 'New purchase order')) : null,
+    el('table', { id: 'po-list' }, el('thead', {}, el('tr', {}, ['#', 'status', 'received / expected', 'receipts', 'by', ''].map((h) => el('th', {}, h)))), list));
+  const r = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/purchase-orders`);
+  if (r.purchase_orders.length === 0) list.append(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No purchase orders.')));
+  for (const po of r.purchase_orders) {
+    const open = po.status === 'open' || po.status === 'partially_received';
+    const input = el('input', { type: 'number', min: '1', max: String(po.expected - po.received), value: String(po.expected - po.received), 'data-receive-qty': po.id, class: 'narrow' });
+    list.append(el('tr', { 'data-po': po.id },
+      el('td', { class: 'num' }, po.id),
+      el('td', {}, el('span', { class: `state state-${po.status}`, 'data-po-status': po.id }, po.status)),
+      el('td', { class: 'num', 'data-po-received': po.id }, `${po.received} / ${po.expected}`),
+      el('td', {}, (po.receipts || []).map((x) => el('div', {}, `${x.quantity} by ${x.operator}, ${fmtTime(x.at)}`))),
+      el('td', {}, po.created_by),
+      el('td', {}, open && can('move') ? [input, el('button', { 'data-receive': po.id, onclick: receive(po, input, key()) }, 'Receive'), ' ',
+        el('button', { 'data-close': po.id, onclick: close(po) }, 'Close')] : null)));
+  }
 }
 
 // loadLedger reads the whole ledger of a SKU, 1,000 rows a page (up to 50,000 rows): the fold
-// needs every row, and the filters run over what is loaded.
+// needs every row. Past that the fold says so, and stock's verify (below it) is the check.
 async function loadLedger(sku, card) {
-  card.replaceChildren(el('h2', {}, 'Ledger'), el('p', { class: 'muted' }, 'loading…'));
+  card.replaceChildren(el('h2', {}, 'Why is this number what it is'), el('p', { class: 'muted' }, 'reading the ledger…'));
   const entries = [];
   let after = 0;
   for (let page = 0; page < 50; page++) {
     const r = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/ledger?after=${after}&limit=1000`);
     entries.push(...r.entries);
-    if (!r.next_after) break;
+    if (!r.next_after) return entries;
     after = r.next_after;
   }
+  entries.truncated = true;
   return entries;
 }
 
@@ -335,7 +397,8 @@ function drawFold(card, s, entries) {
   const consistent = FIGURES.every((f) => folded[f] === s[f]);
   card.replaceChildren(el('h2', {}, 'Why is this number what it is'),
     el('p', { id: 'fold-verdict', class: consistent ? 'ok' : 'error' },
-      consistent ? `The ledger's ${entries.length} rows fold to the summary.` : `The ledger's ${entries.length} rows do not fold to the summary.`),
+      entries.truncated ? `The ledger has more than ${entries.length} rows: too many to fold here; Verify below folds it on the server.`
+        : consistent ? `The ledger's ${entries.length} rows fold to the summary.` : `The ledger's ${entries.length} rows do not fold to the summary.`),
     el('table', {}, el('tr', {}, el('th', {}, 'figure'), el('th', { class: 'num' }, 'summary'), el('th', { class: 'num' }, 'ledger fold'), el('th', {}, '')), rows),
     el('h3', {}, 'Rows by change type'),
     el('table', { id: 'by-type' }, el('tr', {}, el('th', {}, 'change type'), el('th', { class: 'num' }, 'rows'), el('th', { class: 'num' }, 'units')),
@@ -356,7 +419,9 @@ function drawFold(card, s, entries) {
 
 const PAGE = 50;
 
-function drawLedger(card, entries) {
+// drawLedger shows the SKU's ledger rows that match the filters, asked of stock (it filters
+// in SQL), a page at a time in ledger order; "later" pages on with stock's cursor.
+function drawLedger(card, sku) {
   const type = el('select', { id: 'f-type' }, el('option', { value: '' }, 'any change'), CHANGE_TYPES.map((t) => el('option', { value: t }, t)));
   const order = el('input', { id: 'f-order', placeholder: 'order id' });
   const operator = el('input', { id: 'f-operator', placeholder: 'operator' });
@@ -364,33 +429,42 @@ function drawLedger(card, entries) {
   const to = el('input', { id: 'f-to', type: 'datetime-local' });
   const body = el('tbody');
   const info = el('span', { id: 'ledger-info' });
+  const prev = el('button', { id: 'ledger-prev' }, '◀ earlier');
+  const next = el('button', { id: 'ledger-next' }, 'later ▶');
+  let cursors = [0]; // the after= cursor of each page reached
   let page = 0;
-  const filtered = () => {
-    const f = from.value ? new Date(from.value).getTime() : -Infinity;
-    const t = to.value ? new Date(to.value).getTime() : Infinity;
-    return entries.filter((e) => (!type.value || e.change_type === type.value)
-      && (!order.value || (e.order_id || '').includes(order.value.trim()))
-      && (!operator.value || e.operator.includes(operator.value.trim()))
-      && new Date(e.created_at).getTime() >= f && new Date(e.created_at).getTime() <= t).reverse();
-  };
-  const show = () => {
-    const rows = filtered();
-    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
-    page = Math.min(page, pages - 1);
-    body.replaceChildren(...rows.slice(page * PAGE, (page + 1) * PAGE).map((e) => el('tr', {},
+  let shown = 0; // the newest request, so a slow answer to an older one is dropped
+  const show = async () => {
+    const q = new URLSearchParams({ after: String(cursors[page]), limit: String(PAGE) });
+    if (type.value) q.set('type', type.value);
+    if (order.value.trim()) q.set('order_id', order.value.trim());
+    if (operator.value.trim()) q.set('operator', operator.value.trim());
+    if (from.value) q.set('since', new Date(from.value).toISOString());
+    if (to.value) q.set('until', new Date(to.value).toISOString());
+    const mine = ++shown;
+    let r;
+    try {
+      r = await api('GET', 'stock', `/v1/skus/${encodeURIComponent(sku)}/ledger?${q}`);
+    } catch (e) { if (mine === shown) info.textContent = ` ${e.message}`; return; }
+    if (mine !== shown) return;
+    body.replaceChildren(...r.entries.map((e) => el('tr', {},
       el('td', { class: 'num' }, e.id), el('td', {}, fmtTime(e.created_at)), el('td', {}, e.change_type), el('td', { class: 'num' }, e.qty),
       el('td', { class: 'num' }, e.slot), el('td', {}, e.order_id || ''), el('td', {}, e.operator), el('td', {}, e.remark),
       el('td', { class: 'num' }, `${e.after.available}/${e.after.locked}/${e.after.sold}`))));
-    info.textContent = ` ${rows.length} of ${entries.length} rows, page ${page + 1} of ${pages}`;
+    if (r.next_after) cursors[page + 1] = r.next_after;
+    prev.disabled = page === 0;
+    next.disabled = !r.next_after;
+    info.textContent = ` ${r.entries.length} rows on page ${page + 1}${r.next_after ? '' : ' (the last)'}`;
   };
-  const refilter = () => { page = 0; show(); };
+  prev.addEventListener('click', () => { page = Math.max(0, page - 1); show(); });
+  next.addEventListener('click', () => { page++; show(); });
+  const refilter = () => { cursors = [0]; page = 0; show(); };
   for (const i of [type, order, operator, from, to]) i.addEventListener('input', refilter);
   card.replaceChildren(el('h2', {}, 'Ledger'),
     el('form', { class: 'inline', id: 'ledger-filters', onsubmit: (e) => e.preventDefault() },
       el('label', {}, 'change', type), el('label', {}, 'order', order), el('label', {}, 'operator', operator),
       el('label', {}, 'from', from), el('label', {}, 'to', to)),
-    el('p', {}, el('button', { id: 'ledger-prev', onclick: () => { page = Math.max(0, page - 1); show(); } }, '◀ newer'),
-      el('button', { id: 'ledger-next', onclick: () => { page++; show(); } }, 'older ▶'), info),
+    el('p', {}, prev, next, info),
     el('table', { id: 'ledger-table' }, el('thead', {}, el('tr', {}, ['id', 'at', 'change', 'qty', 'slot', 'order', 'operator', 'remark', 'after avail/locked/sold'].map((h) => el('th', {}, h)))), body));
   show();
 }
@@ -467,14 +541,38 @@ function drawChart(samples, lines, legend) {
 
 // --- adjustments ---
 
-async function adjustmentsPage(view) {
+// adjustmentsPage is the queue: stock's adjustment orders by state, newest first (pending
+// first of all: what waits for a second person).
+async function adjustmentsPage(view, status) {
+  status = status || 'pending';
   const id = el('input', { id: 'adj-id', type: 'number', min: '1', placeholder: '12', required: true });
+  const state = el('select', { id: 'adj-status', onchange: () => { location.hash = '#/adjustments/' + state.value; } },
+    ['pending', 'approved', 'rejected'].map((v) => el('option', { value: v, selected: v === status }, v)));
+  const list = el('tbody');
+  const more = el('button', { id: 'adj-more', hidden: true }, 'older ▶');
   view.append(el('section', { class: 'card' }, el('h2', {}, 'Adjustments'),
-    el('p', {}, 'An operator requests an adjustment from a SKU\'s page; a second person with the approver role approves or rejects it — never the one who requested it.'),
+    el('p', {}, 'An operator requests an adjustment or files a stocktake count from a SKU\'s page; a second person with the approver role approves or rejects it — never the one who requested it.'),
     el('form', { class: 'inline', id: 'adj-open', onsubmit: (e) => { e.preventDefault(); location.hash = '#/adjustment/' + id.value; } },
-      el('label', {}, 'adjustment #', id), el('button', { type: 'submit' }, 'Open')),
-    el('h3', {}, 'Opened or requested in this browser'),
-    el('ul', {}, recent(RECENT_ADJ).map((a) => el('li', {}, el('a', { href: '#/adjustment/' + a }, '#' + a))))));
+      el('label', {}, 'adjustment #', id), el('button', { type: 'submit' }, 'Open'), el('label', {}, 'state', state)),
+    el('table', { id: 'adj-list' }, el('thead', {}, el('tr', {}, ['#', 'SKU', 'kind', 'units', 'reason', 'requested by', 'decided by', 'state'].map((h) => el('th', {}, h)))), list),
+    el('p', {}, more)));
+  let before = '';
+  const page = async () => {
+    const q = new URLSearchParams({ status, limit: '50' });
+    if (before) q.set('before', before);
+    const r = await api('GET', 'stock', `/v1/adjustments?${q}`);
+    for (const a of r.adjustments) {
+      list.append(el('tr', { class: 'clickable', 'data-adj': a.id, onclick: () => { location.hash = '#/adjustment/' + a.id; } },
+        el('td', { class: 'num' }, a.id), el('td', {}, a.sku), el('td', {}, a.kind),
+        el('td', { class: 'num' }, a.kind === 'stocktake' ? `counted ${a.counted}` : a.delta), el('td', {}, a.reason),
+        el('td', {}, a.requested_by), el('td', {}, a.decided_by || '—'), el('td', {}, el('span', { class: `state state-${a.state}` }, a.state))));
+    }
+    if (r.adjustments.length === 0 && !before) list.append(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, `No ${status} adjustments.`)));
+    before = r.next_before ? String(r.next_before) : '';
+    more.hidden = !before;
+  };
+  more.addEventListener('click', () => page().catch((e) => flash(e.message, true)));
+  await page();
 }
 
 async function adjustmentPage(view, id) {
@@ -486,7 +584,6 @@ async function adjustmentPage(view, id) {
     view.append(el('section', { class: 'card' }, el('p', { class: 'error', id: 'adj-error' }, `Adjustment #${id}: ${e.message}`)));
     return;
   }
-  remember(RECENT_ADJ, String(a.id));
   const card = el('section', { class: 'card', id: 'adjustment' });
   view.append(card);
   const result = el('p', { id: 'decide-result' });
@@ -636,6 +733,67 @@ async function orderTimeline(out, o) {
     el('p', {}, o.items.map((i) => `${i.qty} × ${i.sku}`).join(', '), ` — ${(o.total / 100).toFixed(2)} ${o.currency}`),
     el('table', { id: 'timeline' }, el('tr', {}, ['at', 'service', 'what'].map((h) => el('th', {}, h))),
       events.map((e) => el('tr', {}, el('td', {}, fmtTime(e.at)), el('td', {}, e.source), el('td', {}, e.what)))));
+}
+
+// --- compare ---
+
+// comparePage draws the report `stockflow compare` writes while it runs: the same small flash
+// sale against the single-column design, a Redis-only counter and stockflow, side by side.
+// It reads the report again every second until the run is done.
+async function comparePage(view) {
+  const card = el('section', { class: 'card', id: 'compare' }, el('h2', {}, 'Three designs, one flash sale'),
+    el('p', { class: 'muted' }, 'The seed\'s three-approach chart, measured: run ', el('code', {}, 'make compare'),
+      ' beside ', el('code', {}, 'make up'), ' and this page follows the run.'));
+  const out = el('div', { id: 'compare-out' });
+  card.append(out);
+  view.append(card);
+  for (;;) {
+    let r;
+    try {
+      r = await api('GET', 'compare', '');
+    } catch (e) {
+      out.replaceChildren(el('p', { class: e.status === 404 ? 'muted' : 'error', id: 'compare-missing' }, e.message));
+      return;
+    }
+    drawCompare(out, r);
+    if (r.done || !card.isConnected) return;
+    await new Promise((ok) => setTimeout(ok, 1000));
+    if (!card.isConnected) return;
+  }
+}
+
+const COMPARE_ROWS = [
+  ['sold', 'units sold (paid)'],
+  ['oversold', 'oversold: sold beyond the units there were'],
+  ['stuck', 'stuck: held by unpaid orders, never given back'],
+  ['turned_away', 'buyers turned away while units were free'],
+  ['second_wave_sold', 'sold to the second wave, after the deadline'],
+  ['orders', 'orders'],
+];
+
+function drawCompare(out, r) {
+  const head = el('p', { id: 'compare-head' }, `${r.units} units, ${r.buyers} buyers then ${r.second_wave} more after the ${r.deadline_ms} ms deadline; `,
+    `${Math.round(r.pay_rate * 100)}% pay. `, r.done ? el('strong', { id: 'compare-done' }, 'Done.') : el('span', { class: 'muted' }, 'running…'));
+  const cols = r.designs.map((d) => {
+    const lines = Object.fromEntries(['available', 'locked', 'sold'].map((k) => [k, svg('polyline', { class: 'l-' + k, points: '' })]));
+    const chart = svg('svg', { class: 'chart small', viewBox: '0 0 600 160', preserveAspectRatio: 'none' });
+    chart.append(...Object.values(lines));
+    const samples = d.samples || [];
+    const top = Math.max(1, r.units, ...samples.map((s) => Math.max(s.available, s.locked, s.sold)));
+    const span = Math.max(1, ...samples.map((s) => s.t_ms));
+    for (const k of Object.keys(lines)) {
+      lines[k].setAttribute('points', samples.map((s) => `${(600 * s.t_ms) / span},${155 - (150 * Math.max(0, s[k])) / top}`).join(' '));
+    }
+    const res = d.result || {};
+    return el('div', { class: 'design', 'data-design': d.name },
+      el('h3', {}, d.title || d.name), el('p', { class: 'muted' }, d.note || ''), chart,
+      el('table', {}, COMPARE_ROWS.map(([k, label]) => {
+        const bad = (k === 'oversold' || k === 'stuck' || k === 'turned_away') && res[k] > 0;
+        return el('tr', {}, el('td', {}, label), el('td', { class: 'num' + (bad ? ' error' : ''), 'data-result': k }, res[k] ?? '—'));
+      })));
+  });
+  out.replaceChildren(head, el('p', { class: 'legend' }, ['available', 'locked', 'sold'].map((k) => el('span', {}, el('i', { class: 'seg-' + k }), k))),
+    el('div', { class: 'designs' }, cols));
 }
 
 // --- start ---
