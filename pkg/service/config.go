@@ -7,16 +7,15 @@ package service
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/envtag"
 )
 
 // Base is the configuration every service shares. A service embeds it in its own Config and
@@ -168,72 +167,8 @@ func LoadConfig(cfg any, environ []string) error {
 // their host and path, lose their password).
 func LogAttrs(cfg any) []any {
 	var attrs []any
-	eachSetting(cfg, func(f reflect.StructField, v reflect.Value) {
-		val := fmt.Sprint(v.Interface())
-		if f.Tag.Get("secret") == "true" {
-			val = mask(val)
-		}
-		attrs = append(attrs, slog.String(f.Tag.Get("env"), val))
-	})
+	for _, s := range envtag.Settings(cfg) {
+		attrs = append(attrs, slog.String(s.Name, s.Shown()))
+	}
 	return attrs
-}
-
-// writeEnv prints one line per environment variable cfg reads: its name, then tab-separated
-// "secret" for a secret, "unset" for one a deployment must leave unset (tag deploy:"unset")
-// and "default=<v>" when it has one. Deployment checks read the first column and "unset".
-func writeEnv(w io.Writer, cfg any) error {
-	var b strings.Builder
-	eachSetting(cfg, func(f reflect.StructField, _ reflect.Value) {
-		b.WriteString(f.Tag.Get("env"))
-		if f.Tag.Get("secret") == "true" {
-			b.WriteString("\tsecret")
-		}
-		if f.Tag.Get("deploy") == "unset" {
-			b.WriteString("\tunset")
-		}
-		if d, ok := f.Tag.Lookup("envDefault"); ok {
-			b.WriteString("\tdefault=" + d)
-		}
-		b.WriteString("\n")
-	})
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// eachSetting calls fn for every field of the struct cfg points to (embedded structs
-// included) that an env tag names.
-func eachSetting(cfg any, fn func(reflect.StructField, reflect.Value)) {
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f, fv := t.Field(i), v.Field(i)
-			if f.Anonymous && fv.Kind() == reflect.Struct {
-				walk(fv)
-				continue
-			}
-			if f.Tag.Get("env") == "" || !f.IsExported() {
-				continue
-			}
-			fn(f, fv)
-		}
-	}
-	v := reflect.ValueOf(cfg)
-	for v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	walk(v)
-}
-
-func mask(s string) string {
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		return u.String()
-	}
-	if s == "" {
-		return ""
-	}
-	return "xxxxx"
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/buildinfo"
 	"github.com/stockflow/stockflow/pkg/deadletter"
+	"github.com/stockflow/stockflow/pkg/envtag"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/outbox"
@@ -84,7 +85,7 @@ func Describes(args []string) bool {
 func Main(ctx context.Context, args []string, stdout io.Writer, spec Spec) error {
 	if Describes(args) {
 		if args[0] == "env" {
-			return writeEnv(stdout, spec.Config)
+			return envtag.Write(stdout, spec.Config)
 		}
 		_, err := fmt.Fprintln(stdout, spec.Name, buildinfo.Get())
 		return err
