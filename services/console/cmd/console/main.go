@@ -2,7 +2,10 @@
 // works offline) and a thin backend that calls the four services' public APIs with the
 // signed-in person's token. It has no database, broker or key of its own (decision 0007).
 //
-//	console [serve]   run the console (default)
+//	console [serve]            run the console (default)
+//	console version|--version  print the build (pkg/buildinfo)
+//	console env                list every environment variable the configuration reads, as the
+//	                           services' env does (what a deployment must give a source)
 //
 // Configuration comes from the environment (see internal/config).
 package main
@@ -20,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/buildinfo"
+	"github.com/stockflow/stockflow/pkg/envtag"
 	"github.com/stockflow/stockflow/services/console/internal/config"
 	"github.com/stockflow/stockflow/services/console/internal/httpapi"
 	"github.com/stockflow/stockflow/services/console/internal/live"
@@ -35,9 +40,25 @@ func main() {
 }
 
 func run(ctx context.Context, args, environ []string, stdout io.Writer) error {
-	if len(args) > 0 && args[0] != "serve" {
-		return fmt.Errorf("unknown command %q (serve)", args[0])
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
 	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, environ, stdout)
+	case "version", "--version":
+		_, err := fmt.Fprintln(stdout, "console", buildinfo.Get())
+		return err
+	case "env":
+		// The tags alone: env needs no valid configuration, so a deployment check lists the
+		// variables without providing them.
+		return envtag.Write(stdout, config.Config{})
+	}
+	return fmt.Errorf("unknown command %q (serve, version, env)", cmd)
+}
+
+func serve(ctx context.Context, environ []string, stdout io.Writer) error {
 	cfg, err := config.Load(environ)
 	if err != nil {
 		return err
