@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/buildinfo"
 	"github.com/stockflow/stockflow/services/console/internal/live"
 )
 
@@ -37,7 +38,10 @@ func Handler(services map[string]string, client *http.Client, hub *live.Hub, com
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, struct {
+			Status string `json:"status"`
+			buildinfo.Info
+		}{"ok", buildinfo.Get()})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -187,3 +187,10 @@ func TestCompareServesTheReportToAReaderStockAccepts(t *testing.T) {
 		t.Fatalf("a console without a report: %d %s", status, body)
 	}
 }
+
+func TestHealthzNamesTheBuild(t *testing.T) {
+	status, body := do(t, "GET", console(t).URL+"/healthz", "", "")
+	if status != 200 || !strings.Contains(body, `"status":"ok","version":"dev"`) {
+		t.Fatalf("healthz: %d %s", status, body)
+	}
+}
