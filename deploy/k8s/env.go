@@ -14,8 +14,10 @@ import (
 	"sync"
 )
 
-// Services are the stockflow services, each built from services/<svc>/cmd/<svc>.
-var Services = []string{"order", "stock", "payment-adapter", "timeout"}
+// Services are the stockflow binaries that run as Deployments, each built from
+// services/<svc>/cmd/<svc> and listing its variables with `<svc> env`: the four services and
+// the operations console.
+var Services = []string{"order", "stock", "payment-adapter", "timeout", "console"}
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

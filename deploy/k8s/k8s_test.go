@@ -53,7 +53,7 @@ func loadCRDs(t *testing.T) k8s.CRDs {
 	return set
 }
 
-// serviceEnv builds the four services once and lists the variables each reads.
+// serviceEnv builds the four services and the console once and lists the variables each reads.
 var serviceEnv = sync.OnceValues(func() (map[string][]string, error) {
 	bin, err := os.MkdirTemp("", "stockflow-env-")
 	if err != nil {
@@ -106,4 +106,11 @@ func TestServiceEnv(t *testing.T) {
 			assert.Contains(t, env[svc], v, svc)
 		}
 	}
+	// The console reads its own settings only (no database, broker or key), and its local
+	// demonstration's report is marked unset, so a deployment gives it no source.
+	require.Contains(t, env, "console")
+	assert.Contains(t, env["console"], "HTTP_ADDR")
+	assert.Contains(t, env["console"], "CONSOLE_STOCK_URL")
+	assert.NotContains(t, env["console"], "DATABASE_URL")
+	assert.NotContains(t, env["console"], "CONSOLE_COMPARE_REPORT")
 }
