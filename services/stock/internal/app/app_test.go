@@ -119,7 +119,7 @@ func lockRace(t *testing.T, m mode) {
 	assert.Equal(t, int64(0), s.Available())
 	assert.Equal(t, int64(100), s.Locked)
 	var locks int
-	entries, err := svc.Ledger(ctx, "CUP-1", 0, 1000)
+	entries, err := svc.Ledger(ctx, "CUP-1", app.LedgerQuery{Limit: 1000})
 	require.NoError(t, err)
 	for _, e := range entries {
 		if e.Type == stock.ChangeLock {
@@ -199,7 +199,7 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 			assert.Contains(t, err.Error(), "append-only")
 		})
 	}
-	entries, err := svc.Ledger(ctx, "CUP-1", 0, 10)
+	entries, err := svc.Ledger(ctx, "CUP-1", app.LedgerQuery{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	assert.Equal(t, int64(10), entries[0].Qty)
@@ -505,7 +505,7 @@ func TestTimeoutIsJudgedOnTheServiceClock(t *testing.T) {
 		require.NoError(t, err)
 	}
 	ledgerRows := func() int {
-		entries, err := svc.Ledger(ctx, "CUP-1", 0, 100)
+		entries, err := svc.Ledger(ctx, "CUP-1", app.LedgerQuery{Limit: 100})
 		require.NoError(t, err)
 		return len(entries)
 	}

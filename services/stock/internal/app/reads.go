@@ -12,10 +12,15 @@ func (s *Service) GetSKU(ctx context.Context, sku string) (stock.SKUStock, error
 	return s.store.GetSKU(ctx, sku)
 }
 
-// Ledger returns up to limit rows of a SKU's ledger with id > after, oldest first;
-// ErrUnknownSKU when there is no such SKU.
-func (s *Service) Ledger(ctx context.Context, sku string, after int64, limit int) ([]stock.LedgerEntry, error) {
-	return s.store.Ledger(ctx, sku, after, limit)
+// Ledger returns the rows of a SKU's ledger q picks, oldest first; ErrUnknownSKU when there
+// is no such SKU.
+func (s *Service) Ledger(ctx context.Context, sku string, q LedgerQuery) ([]stock.LedgerEntry, error) {
+	return s.store.Ledger(ctx, sku, q)
+}
+
+// ListSKUs returns up to limit SKUs after after, in sku order, whose names start with prefix.
+func (s *Service) ListSKUs(ctx context.Context, prefix, after string, limit int) ([]stock.SKUStock, error) {
+	return s.store.ListSKUs(ctx, prefix, after, limit)
 }
 
 // Locks returns the lock rows of an order (none when it holds no lock).
@@ -26,6 +31,11 @@ func (s *Service) Locks(ctx context.Context, orderID string) ([]*stock.Lock, err
 // GetAdjustment reads an adjustment order; ErrAdjustmentNotFound when there is none.
 func (s *Service) GetAdjustment(ctx context.Context, id int64) (stock.Adjustment, error) {
 	return s.store.GetAdjustment(ctx, id)
+}
+
+// Adjustments lists the adjustment orders q picks, newest first.
+func (s *Service) Adjustments(ctx context.Context, q AdjustmentQuery) ([]stock.Adjustment, error) {
+	return s.store.Adjustments(ctx, q)
 }
 
 // OrderOutcome reads what stock knows of an order; ErrOrderUnknown when stock never saw it.

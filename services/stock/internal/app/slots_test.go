@@ -21,7 +21,7 @@ import (
 // figures of each slot's last row.
 func slotAvailable(t *testing.T, svc *app.Service, sku string) map[int]int64 {
 	t.Helper()
-	entries, err := svc.Ledger(context.Background(), sku, 0, 10000)
+	entries, err := svc.Ledger(context.Background(), sku, app.LedgerQuery{Limit: 10000})
 	require.NoError(t, err)
 	out := map[int]int64{}
 	for _, e := range entries {

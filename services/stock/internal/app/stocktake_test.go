@@ -42,7 +42,7 @@ func fileStocktake(t *testing.T, svc *app.Service, counted int64) stock.Adjustme
 
 func lastLedgerID(t *testing.T, svc *app.Service) int64 {
 	t.Helper()
-	entries, err := svc.Ledger(context.Background(), "CUP-1", 0, 1000)
+	entries, err := svc.Ledger(context.Background(), "CUP-1", app.LedgerQuery{Limit: 1000})
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)
 	return entries[len(entries)-1].ID
@@ -109,7 +109,7 @@ func TestStocktakeKeepsAReceiptBetweenCountAndApproval(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, stock.Quantities{OnHand: 107, Sold: 20}, got.Quantities)
 
-			entries, err := svc.Ledger(ctx, "CUP-1", *a.LedgerID-1, 1)
+			entries, err := svc.Ledger(ctx, "CUP-1", app.LedgerQuery{After: *a.LedgerID - 1, Limit: 1})
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
 			e := entries[0]

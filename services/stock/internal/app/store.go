@@ -49,14 +49,36 @@ type Tx interface {
 	PaidBy(ctx context.Context, orderID string) (string, error)
 	// RecordPayments records, per order, the payment that sold it (orders[i] by payments[i]).
 	RecordPayments(orders, payments []string)
+	// CreatePurchaseOrder stores p and raises incoming by its units (p.Expect) under the
+	// caller's idempotency key: the same key again returns the first order with
+	// duplicate=true; the same key for another SKU or quantity returns ErrIdempotencyReuse.
+	CreatePurchaseOrder(ctx context.Context, p stock.PurchaseOrder, key string) (out stock.PurchaseOrder, duplicate bool, err error)
+	// ReceivePurchaseOrder records a receipt of n units (PurchaseOrder.Receive) under the
+	// caller's key, one per order: the same key again returns the order with duplicate=true.
+	ReceivePurchaseOrder(ctx context.Context, id int64, n stock.Qty, key, operator, remark string) (out stock.PurchaseOrder, duplicate bool, err error)
+	// ClosePurchaseOrder closes an order (PurchaseOrder.Close); closing a closed one returns
+	// it with duplicate=true.
+	ClosePurchaseOrder(ctx context.Context, id int64, operator string) (out stock.PurchaseOrder, duplicate bool, err error)
 }
 
 // Reads are the store's queries (and the summary rebuild), outside any use case's transaction.
 type Reads interface {
 	GetSKU(ctx context.Context, sku string) (stock.SKUStock, error)
-	Ledger(ctx context.Context, sku string, after int64, limit int) ([]stock.LedgerEntry, error)
+	// Ledger returns the rows of a SKU's ledger q picks; ErrUnknownSKU when there is no SKU.
+	Ledger(ctx context.Context, sku string, q LedgerQuery) ([]stock.LedgerEntry, error)
+	// ListSKUs returns up to limit SKUs named after after, in sku order, whose names start
+	// with prefix, each summed over its slots.
+	ListSKUs(ctx context.Context, prefix, after string, limit int) ([]stock.SKUStock, error)
 	Locks(ctx context.Context, orderID string) ([]*stock.Lock, error)
 	GetAdjustment(ctx context.Context, id int64) (stock.Adjustment, error)
+	// Adjustments returns the adjustments q picks, newest first.
+	Adjustments(ctx context.Context, q AdjustmentQuery) ([]stock.Adjustment, error)
+	// GetPurchaseOrder reads a purchase order and its receipts; ErrPurchaseOrderNotFound
+	// when there is none.
+	GetPurchaseOrder(ctx context.Context, id int64) (stock.PurchaseOrder, error)
+	// PurchaseOrders returns up to limit purchase orders of a SKU with id < before (0: any),
+	// newest first, with their receipts; ErrUnknownSKU when there is no SKU.
+	PurchaseOrders(ctx context.Context, sku string, before int64, limit int) ([]stock.PurchaseOrder, error)
 	GetOrderOutcome(ctx context.Context, orderID string) (stock.OrderOutcome, error)
 	Verify(ctx context.Context) ([]stock.Difference, error)
 	Rebuild(ctx context.Context) ([]string, error)
@@ -68,4 +90,24 @@ type Reads interface {
 	SKUQuantities(ctx context.Context, skus []string) (map[string]stock.Quantities, error)
 	// CountOverdueLocks counts the locks still held whose deadline is before cutoff.
 	CountOverdueLocks(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// LedgerQuery picks rows of a SKU's ledger, oldest first: up to Limit rows with id > After,
+// and of those only the ones every filter that is set matches.
+type LedgerQuery struct {
+	After        int64
+	Limit        int
+	Types        []stock.ChangeType // any of these; none: every type
+	OrderID      string
+	Operator     string
+	Since, Until time.Time // created_at in [Since, Until); zero: unbounded
+}
+
+// AdjustmentQuery picks adjustments, newest first: up to Limit with id < Before (0: any), in
+// State and of SKU when those are set.
+type AdjustmentQuery struct {
+	State  stock.AdjustmentState
+	SKU    string
+	Before int64
+	Limit  int
 }

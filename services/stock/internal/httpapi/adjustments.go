@@ -6,11 +6,12 @@ import (
 	"strconv"
 
 	"github.com/stockflow/stockflow/pkg/httpx"
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
 // Adjustments (four eyes): POST /v1/skus/{sku}/adjustments, GET /v1/adjustments/{id},
-// POST /v1/adjustments/{id}/approve and /reject.
+// GET /v1/adjustments?status=&sku=&before=&limit=, POST /v1/adjustments/{id}/approve and /reject.
 
 type adjustmentRequest struct {
 	Kind     string `json:"kind"`
@@ -98,4 +99,41 @@ func (e endpoints) decideAdjustment(approve bool) func(context.Context, adjustme
 	return func(ctx context.Context, req adjustmentIDRequest) (adjustmentView, error) {
 		return viewedAdjustment(e.svc.DecideAdjustment(ctx, req.id, approve, req.operator))
 	}
+}
+
+// decodeListAdjustments reads status= (an adjustment state), sku=, before= and limit=; an empty
+// parameter is no filter.
+func decodeListAdjustments(_ context.Context, r *http.Request) (app.AdjustmentQuery, error) {
+	q := r.URL.Query()
+	var req app.AdjustmentQuery
+	var err error
+	if v := q.Get("status"); v != "" {
+		if req.State, err = stock.ParseAdjustmentState(v); err != nil {
+			return req, codeInvalidStatus.Errorf("status must be one of %v", stock.AdjustmentStates)
+		}
+	}
+	if req.SKU = q.Get("sku"); req.SKU != "" {
+		if err := stock.ValidSKU(req.SKU); err != nil {
+			return req, codeInvalidSKUQuery.Errorf("%v", err)
+		}
+	}
+	if req.Before, err = decodeIDCursor(q, "before"); err != nil {
+		return req, err
+	}
+	req.Limit, err = decodeLimit(q)
+	return req, err
+}
+
+type adjustmentsResponse struct {
+	Adjustments []adjustmentView `json:"adjustments"`
+	NextBefore  int64            `json:"next_before,omitempty"` // pass as before= for the next page
+}
+
+func (e endpoints) listAdjustments(ctx context.Context, req app.AdjustmentQuery) (adjustmentsResponse, error) {
+	limit := req.Limit
+	req.Limit++
+	as, err := e.svc.Adjustments(ctx, req)
+	var resp adjustmentsResponse
+	resp.Adjustments, resp.NextBefore = page(as, limit, viewAdjustment, func(a stock.Adjustment) int64 { return a.ID })
+	return resp, err
 }

@@ -15,6 +15,10 @@ import (
 var (
 	codeInvalidCursor         = httpx.NewCode(http.StatusBadRequest, "invalid_cursor")
 	codeInvalidLimit          = httpx.NewCode(http.StatusBadRequest, "invalid_limit")
+	codeInvalidPrefix         = httpx.NewCode(http.StatusBadRequest, "invalid_prefix")
+	codeInvalidStatus         = httpx.NewCode(http.StatusBadRequest, "invalid_status")
+	codeInvalidChangeType     = httpx.NewCode(http.StatusBadRequest, "invalid_change_type")
+	codeInvalidTime           = httpx.NewCode(http.StatusBadRequest, "invalid_time")
 	codeInvalidGrace          = httpx.NewCode(http.StatusBadRequest, "invalid_grace")
 	codeInvalidQuery          = httpx.NewCode(http.StatusBadRequest, "invalid_query")
 	codeMissingSKU            = httpx.NewCode(http.StatusBadRequest, "missing_sku")
@@ -22,7 +26,6 @@ var (
 	codeInvalidSKUQuery       = httpx.NewCode(http.StatusBadRequest, "invalid_sku_query") // a query's sku; a body's or path's is 422 invalid_sku
 	codeInvalidQuantity       = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_quantity")
 	codeInvalidSlots          = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_slots")
-	codeInvalidRemark         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_remark")
 	codeInvalidOrderID        = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_order_id")
 	codeInvalidPaymentTimeout = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_timeout")
 	codeInvalidPaymentID      = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_id")
@@ -41,9 +44,11 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: stock.ErrBadOrder, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_order")},
 	{Err: stock.ErrBadAdjustment, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_adjustment")},
 	{Err: stock.ErrBadSlots, Code: codeInvalidSlots},
+	{Err: stock.ErrBadRemark, Code: httpx.NewCode(http.StatusUnprocessableEntity, "invalid_remark")},
 	{Err: stock.ErrUnknownSKU, Code: codeSKUNotFound},
 	{Err: stock.ErrNoLock, Code: httpx.NewCode(http.StatusNotFound, "lock_not_found")},
 	{Err: stock.ErrAdjustmentNotFound, Code: httpx.NewCode(http.StatusNotFound, "adjustment_not_found")},
+	{Err: stock.ErrPurchaseOrderNotFound, Code: httpx.NewCode(http.StatusNotFound, "purchase_order_not_found")},
 	{Err: stock.ErrSKUExists, Code: httpx.NewCode(http.StatusConflict, "sku_exists")},
 	{Err: stock.ErrInsufficientStock, Code: codeInsufficientStock},
 	{Err: stock.ErrLockNotHeld, Code: httpx.NewCode(http.StatusConflict, "lock_not_held")},
@@ -51,6 +56,8 @@ var errs = httpx.Table{Rules: []httpx.Rule{
 	{Err: stock.ErrIdempotencyReuse, Code: httpx.NewCode(http.StatusConflict, "idempotency_conflict")},
 	{Err: stock.ErrAdjustmentDecided, Code: httpx.NewCode(http.StatusConflict, "adjustment_decided")},
 	{Err: stock.ErrStocktakeConflict, Code: httpx.NewCode(http.StatusConflict, "stocktake_conflict")},
+	{Err: stock.ErrOverReceipt, Code: httpx.NewCode(http.StatusConflict, "over_receipt")},
+	{Err: stock.ErrPurchaseOrderNotOpen, Code: httpx.NewCode(http.StatusConflict, "purchase_order_not_open")},
 	{Err: stock.ErrSelfApproval, Code: httpx.NewCode(http.StatusForbidden, "self_approval")},
 	{Err: app.ErrGateUnavailable, Code: httpx.NewCode(http.StatusServiceUnavailable, "gate_unavailable")},
 	{Err: app.ErrAvailabilityNotReady, Code: httpx.NewCode(http.StatusServiceUnavailable, "availability_not_ready"),

@@ -23,6 +23,10 @@ func FuzzDecoders(f *testing.F) {
 		"adjustment": httpx.Decoder(decodeAdjustment), "adjustmentID": httpx.Decoder(decodeAdjustmentID), "lock": httpx.Decoder(decodeLock),
 		"orderPath": httpx.Decoder(decodeOrderPath), "release": httpx.Decoder(decodeRelease), "sell": httpx.Decoder(decodeSell),
 		"overdue": httpx.Decoder(decodeOverdue), "availability": httpx.Decoder(decodeAvailability),
+		"listSKUs": httpx.Decoder(decodeListSKUs), "listAdjustments": httpx.Decoder(decodeListAdjustments),
+		"placePO": httpx.Decoder(decodePlacePurchaseOrder), "receivePO": httpx.Decoder(decodeReceivePurchaseOrder),
+		"poID": httpx.Decoder(decodePurchaseOrderID), "closePO": httpx.Decoder(decodeClosePurchaseOrder),
+		"listPOs": httpx.Decoder(decodeListPurchaseOrders),
 	}
 	// The bodies, paths and queries the tests send, then hostile ones.
 	seeds := []struct{ body, path, query, key string }{
@@ -50,6 +54,10 @@ func FuzzDecoders(f *testing.F) {
 		{"{\"remark\":\"\xff\"}", "\xff", "after=%ff", strings.Repeat("k", 201)},
 		{`{"items":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`, strings.Repeat("S", 65), "", ""},
 		{`{"items":"CUP-1","slots":"4","counted":true,"delta":[1]}`, "-1", "limit=-1", ""},
+		{`{"quantity":100,"remark":"supplier A"}`, "CUP-1", "prefix=CUP-&after=CUP-2&limit=2", "po-1"},
+		{`{"quantity":30}`, "7", "status=pending&sku=CUP-1&before=9", "r1"},
+		{``, "CUP-1", "type=lock,sell&type=&order_id=o1&operator=alice&since=2026-01-02T00:00:00Z&until=2026-01-03T00:00:00Z", ""},
+		{``, "CUP-1", "type=teleport&since=yesterday&until=2026-01-01T00:00:00Z&prefix=a%20b&status=done&before=-1", ""},
 		{`null`, "", "", ""},
 		{`[]`, "0", "", ""},
 	}

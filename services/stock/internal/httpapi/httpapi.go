@@ -1,7 +1,8 @@
 // Package httpapi is the stock service's HTTP transport: go-kit endpoints over the use cases,
 // strict JSON decoding, and one error mapping (errors.go). One file per resource: skus.go
-// (SKUs and their slots), ledger.go, purchases.go, adjustments.go, orders.go (the internal
-// lock, sell, ship, refund and release routes the other services call) and admin.go.
+// (SKUs and their slots), ledger.go, purchases.go (receipts not tied to a purchase order),
+// purchase_orders.go, adjustments.go, orders.go (the internal lock, sell, ship, refund and
+// release routes the other services call) and admin.go. Lists page as paging.go says.
 package httpapi
 
 import (
@@ -33,13 +34,20 @@ func Handler(svc *app.Service, log *slog.Logger, ready func(context.Context) err
 		service  = []auth.Role{auth.Service}
 	)
 	mux.Handle("POST /v1/skus", v.Require(httpx.Server(t, decodeCreateSKU, e.createSKU), ops...))
+	mux.Handle("GET /v1/skus", v.Require(httpx.Server(t, decodeListSKUs, e.listSKUs), readers...))
 	mux.Handle("GET /v1/skus/{sku}", v.Require(httpx.Server(t, decodeSKUPath, e.getSKU), readers...))
 	mux.Handle("GET /v1/skus/{sku}/ledger", v.Require(httpx.Server(t, decodeLedger, e.ledger), readers...))
 	mux.Handle("POST /v1/skus/{sku}/purchases", v.Require(httpx.Server(t, decodeMove, move(svc.ExpectPurchase)), ops...))
 	mux.Handle("POST /v1/skus/{sku}/receipts", v.Require(httpx.Server(t, decodeMove, move(svc.ReceivePurchase)), ops...))
+	mux.Handle("POST /v1/skus/{sku}/purchase-orders", v.Require(httpx.Server(t, decodePlacePurchaseOrder, e.placePurchaseOrder), ops...))
+	mux.Handle("GET /v1/skus/{sku}/purchase-orders", v.Require(httpx.Server(t, decodeListPurchaseOrders, e.listPurchaseOrders), readers...))
+	mux.Handle("GET /v1/purchase-orders/{id}", v.Require(httpx.Server(t, decodePurchaseOrderID, e.getPurchaseOrder), readers...))
+	mux.Handle("POST /v1/purchase-orders/{id}/receipts", v.Require(httpx.Server(t, decodeReceivePurchaseOrder, e.receivePurchaseOrder), ops...))
+	mux.Handle("POST /v1/purchase-orders/{id}/close", v.Require(httpx.Server(t, decodeClosePurchaseOrder, e.closePurchaseOrder), ops...))
 	mux.Handle("PUT /v1/skus/{sku}/slots", v.Require(httpx.Server(t, decodeSlots, e.setSlots), ops...))
 	mux.Handle("POST /v1/skus/{sku}/rebalance", v.Require(httpx.Server(t, decodeRebalance, e.rebalance), ops...))
 	mux.Handle("POST /v1/skus/{sku}/adjustments", v.Require(httpx.Server(t, decodeAdjustment, e.requestAdjustment), ops...))
+	mux.Handle("GET /v1/adjustments", v.Require(httpx.Server(t, decodeListAdjustments, e.listAdjustments), readers...))
 	mux.Handle("GET /v1/adjustments/{id}", v.Require(httpx.Server(t, decodeAdjustmentID, e.getAdjustment), readers...))
 	mux.Handle("POST /v1/adjustments/{id}/approve", v.Require(httpx.Server(t, decodeAdjustmentID, e.decideAdjustment(true)), approver...))
 	mux.Handle("POST /v1/adjustments/{id}/reject", v.Require(httpx.Server(t, decodeAdjustmentID, e.decideAdjustment(false)), approver...))

@@ -80,7 +80,9 @@ func (a *api) written() int64 {
 	var n int64
 	err := a.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM sku_stock) + (SELECT count(*) FROM stock_ledger)
 		+ (SELECT count(*) FROM order_lock) + (SELECT count(*) FROM stock_lock) + (SELECT count(*) FROM adjustment)
-		+ (SELECT coalesce(sum(on_hand + locked + sold + incoming), 0) FROM sku_stock)`).Scan(&n)
+		+ (SELECT coalesce(sum(on_hand + locked + sold + incoming), 0) FROM sku_stock)
+		+ (SELECT coalesce(sum(1 + received + (closed_at IS NOT NULL)::int), 0) FROM purchase_order)
+		+ (SELECT count(*) FROM purchase_order_receipt)`).Scan(&n)
 	require.NoError(a.t, err)
 	return n
 }
@@ -99,12 +101,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	require.Equal(t, http.StatusCreated, status)
 
 	key := []string{"Idempotency-Key", "k1"}
-	cases := []struct {
-		name, method, path, body string
-		headers                  []string
-		status                   int
-		code                     string
-	}{
+	a.requireRefused([]refusal{
 		{"malformed json", "POST", "/v1/skus", `{"sku":`, nil, 400, "malformed_json"},
 		{"unknown field", "POST", "/v1/skus", `{"sku":"X","on_hand":1,"stock":5}`, nil, 400, "malformed_json"},
 		{"trailing data", "POST", "/v1/skus", `{"sku":"X","on_hand":1} {}`, nil, 400, "malformed_json"},
@@ -143,10 +140,36 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"order path with NUL", "POST", "/v1/internal/orders/a%00b/ship", ``, nil, 422, "invalid_order_id"},
 		{"sell payment id with NUL", "POST", "/v1/internal/orders/o-held/sell", `{"payment_id":"a\u0000b"}`, nil, 422, "invalid_payment_id"},
 		{"approve unknown adjustment", "POST", "/v1/adjustments/999/approve", ``, []string{"X-Operator", "bo"}, 404, "adjustment_not_found"},
+		{"list skus bad prefix", "GET", "/v1/skus?prefix=a%20b", ``, nil, 400, "invalid_prefix"},
+		{"list skus bad cursor", "GET", "/v1/skus?after=-x", ``, nil, 400, "invalid_cursor"},
+		{"list skus limit 0", "GET", "/v1/skus?limit=0", ``, nil, 400, "invalid_limit"},
+		{"list skus limit 1001", "GET", "/v1/skus?limit=1001", ``, nil, 400, "invalid_limit"},
+		{"list adjustments bad status", "GET", "/v1/adjustments?status=done", ``, nil, 400, "invalid_status"},
+		{"list adjustments bad sku", "GET", "/v1/adjustments?sku=a%20b", ``, nil, 400, "invalid_sku_query"},
+		{"list adjustments bad cursor", "GET", "/v1/adjustments?before=-1", ``, nil, 400, "invalid_cursor"},
+		{"list adjustments bad limit", "GET", "/v1/adjustments?limit=x", ``, nil, 400, "invalid_limit"},
+		{"ledger unknown type", "GET", "/v1/skus/CUP-1/ledger?type=lock,teleport", ``, nil, 400, "invalid_change_type"},
+		{"ledger bad since", "GET", "/v1/skus/CUP-1/ledger?since=yesterday", ``, nil, 400, "invalid_time"},
+		{"ledger bad until", "GET", "/v1/skus/CUP-1/ledger?until=2026-01-02", ``, nil, 400, "invalid_time"},
+		{"ledger until before since", "GET", "/v1/skus/CUP-1/ledger?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", ``, nil, 400, "invalid_time"},
+		{"ledger operator with NUL", "GET", "/v1/skus/CUP-1/ledger?operator=a%00b", ``, nil, 400, "invalid_query"},
 		{"unknown route", "GET", "/v1/nothing", ``, nil, 404, "route_not_found"},
-	}
+	})
+}
+
+// refusal is a request that must be refused with status and code.
+type refusal struct {
+	name, method, path, body string
+	headers                  []string
+	status                   int
+	code                     string
+}
+
+// requireRefused sends each request: each is answered with its status, its stable code and a
+// message, and writes nothing.
+func (a *api) requireRefused(cases []refusal) {
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		a.t.Run(c.name, func(t *testing.T) {
 			before := a.written()
 			status, body := a.do(c.method, c.path, c.body, c.headers...)
 			assert.Equal(t, c.status, status)

@@ -3,13 +3,15 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
+	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// The ledger: GET /v1/skus/{sku}/ledger, and the view of a ledger row every movement answers with.
+// The ledger: GET /v1/skus/{sku}/ledger?after=&limit=&type=&order_id=&operator=&since=&until=,
+// and the view of a ledger row every movement answers with.
 
 type figures struct {
 	OnHand    int64 `json:"on_hand"`
@@ -46,27 +48,56 @@ func viewLedger(e stock.LedgerEntry) ledgerView {
 }
 
 type ledgerRequest struct {
-	sku   string
-	after int64
-	limit int
+	sku string
+	app.LedgerQuery
 }
 
+// decodeLedger reads the page (after=, limit=) and the filters: type= (a change type; several
+// as type=a&type=b or type=a,b), order_id=, operator=, since= and until= (RFC 3339: rows
+// created in [since, until)). An empty parameter is no filter.
 func decodeLedger(ctx context.Context, r *http.Request) (ledgerRequest, error) {
 	sku, err := decodeSKUPath(ctx, r)
 	if err != nil {
 		return ledgerRequest{}, err
 	}
-	req := ledgerRequest{sku: sku, limit: 100}
+	req := ledgerRequest{sku: sku}
 	q := r.URL.Query()
-	if v := q.Get("after"); v != "" {
-		if req.after, err = strconv.ParseInt(v, 10, 64); err != nil || req.after < 0 {
-			return ledgerRequest{}, codeInvalidCursor.Errorf("after must be a non-negative ledger id")
+	if req.After, err = decodeIDCursor(q, "after"); err != nil {
+		return ledgerRequest{}, err
+	}
+	if req.Limit, err = decodeLimit(q); err != nil {
+		return ledgerRequest{}, err
+	}
+	for _, v := range q["type"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if t == "" {
+				continue
+			}
+			ct, err := stock.ParseChangeType(t)
+			if err != nil {
+				return ledgerRequest{}, codeInvalidChangeType.Errorf("type %q is not a change type; one of %v", t, stock.ChangeTypes)
+			}
+			req.Types = append(req.Types, ct)
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		if req.limit, err = strconv.Atoi(v); err != nil || req.limit < 1 || req.limit > 1000 {
-			return ledgerRequest{}, codeInvalidLimit.Errorf("limit must be between 1 and 1000")
+	req.OrderID, req.Operator = q.Get("order_id"), q.Get("operator")
+	for _, v := range []string{req.OrderID, req.Operator} {
+		if len(v) > 200 || !stock.ValidText(v) {
+			return ledgerRequest{}, codeInvalidQuery.Errorf("order_id and operator are at most 200 bytes of UTF-8, with no NUL")
 		}
+	}
+	for _, b := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &req.Since}, {"until", &req.Until}} {
+		if v := q.Get(b.name); v != "" {
+			if *b.dst, err = time.Parse(time.RFC3339, v); err != nil {
+				return ledgerRequest{}, codeInvalidTime.Errorf("%s must be an RFC 3339 time like 2026-01-02T15:04:05Z", b.name)
+			}
+		}
+	}
+	if !req.Since.IsZero() && !req.Until.IsZero() && !req.Until.After(req.Since) {
+		return ledgerRequest{}, codeInvalidTime.Errorf("until must be after since: rows are picked in [since, until)")
 	}
 	return req, nil
 }
@@ -77,16 +108,10 @@ type ledgerResponse struct {
 }
 
 func (e endpoints) ledger(ctx context.Context, req ledgerRequest) (ledgerResponse, error) {
-	entries, err := e.svc.Ledger(ctx, req.sku, req.after, req.limit)
-	if err != nil {
-		return ledgerResponse{}, err
-	}
-	resp := ledgerResponse{Entries: make([]ledgerView, len(entries))}
-	for i, e := range entries {
-		resp.Entries[i] = viewLedger(e)
-	}
-	if len(entries) == req.limit {
-		resp.NextAfter = entries[len(entries)-1].ID
-	}
-	return resp, nil
+	limit := req.Limit
+	req.Limit++
+	entries, err := e.svc.Ledger(ctx, req.sku, req.LedgerQuery)
+	var resp ledgerResponse
+	resp.Entries, resp.NextAfter = page(entries, limit, viewLedger, func(e stock.LedgerEntry) int64 { return e.ID })
+	return resp, err
 }

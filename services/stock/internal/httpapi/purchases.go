@@ -8,8 +8,9 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// Purchases: POST /v1/skus/{sku}/purchases (expected) and /receipts (received), each under an
-// Idempotency-Key.
+// Purchases not tied to a purchase order: POST /v1/skus/{sku}/purchases (expected) and
+// /receipts (received), each under an Idempotency-Key. Kept for the tools that use them;
+// purchase_orders.go records the order and receives it in parts.
 
 // maxKeyLen bounds an Idempotency-Key.
 const maxKeyLen = 200
@@ -32,16 +33,23 @@ func decodeMove(ctx context.Context, r *http.Request) (moveRequest, error) {
 		return moveRequest{}, err
 	}
 	req.sku, req.operator = sku, operator(r)
-	switch req.key = r.Header.Get("Idempotency-Key"); {
-	case req.key == "":
-		return moveRequest{}, httpx.CodeMissingIdempotencyKey.Errorf("header Idempotency-Key (1-%d characters) is required", maxKeyLen)
-	case len(req.key) > maxKeyLen:
-		return moveRequest{}, httpx.CodeInvalidIdempotencyKey.Errorf("header Idempotency-Key is longer than %d characters", maxKeyLen)
+	if req.key, err = idempotencyKey(r); err != nil {
+		return moveRequest{}, err
 	}
-	if len(req.Remark) > 500 || !stock.ValidText(req.Remark) {
-		return moveRequest{}, codeInvalidRemark.Errorf("remark is at most 500 bytes of UTF-8, with no NUL")
+	return req, stock.ValidRemark(req.Remark)
+}
+
+// idempotencyKey is the request's Idempotency-Key header: missing_idempotency_key without one,
+// invalid_idempotency_key past maxKeyLen.
+func idempotencyKey(r *http.Request) (string, error) {
+	switch key := r.Header.Get("Idempotency-Key"); {
+	case key == "":
+		return "", httpx.CodeMissingIdempotencyKey.Errorf("header Idempotency-Key (1-%d characters) is required", maxKeyLen)
+	case len(key) > maxKeyLen:
+		return "", httpx.CodeInvalidIdempotencyKey.Errorf("header Idempotency-Key is longer than %d characters", maxKeyLen)
+	default:
+		return key, nil
 	}
-	return req, nil
 }
 
 type moveFn func(ctx context.Context, sku string, n stock.Qty, key, operator, remark string) (stock.LedgerEntry, bool, error)

@@ -9,7 +9,8 @@ import (
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
 )
 
-// SKUs: POST /v1/skus, GET /v1/skus/{sku}, PUT /v1/skus/{sku}/slots, POST /v1/skus/{sku}/rebalance.
+// SKUs: POST /v1/skus, GET /v1/skus?prefix=&after=&limit=, GET /v1/skus/{sku},
+// PUT /v1/skus/{sku}/slots, POST /v1/skus/{sku}/rebalance.
 
 type skuView struct {
 	SKU       string    `json:"sku"`
@@ -74,6 +75,37 @@ func (e endpoints) getSKU(ctx context.Context, sku string) (skuView, error) {
 		return skuView{}, err
 	}
 	return viewSKU(s), nil
+}
+
+type listSKUsRequest struct {
+	prefix, after string
+	limit         int
+}
+
+func decodeListSKUs(_ context.Context, r *http.Request) (listSKUsRequest, error) {
+	q := r.URL.Query()
+	req := listSKUsRequest{prefix: q.Get("prefix"), after: q.Get("after")}
+	if req.prefix != "" && stock.ValidSKU(req.prefix) != nil {
+		return listSKUsRequest{}, codeInvalidPrefix.Errorf("prefix is the start of a sku: up to 64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit")
+	}
+	if req.after != "" && stock.ValidSKU(req.after) != nil {
+		return listSKUsRequest{}, codeInvalidCursor.Errorf("after must be a sku, as the previous page's next_after")
+	}
+	var err error
+	req.limit, err = decodeLimit(q)
+	return req, err
+}
+
+type skusResponse struct {
+	SKUs      []skuView `json:"skus"`
+	NextAfter string    `json:"next_after,omitempty"` // pass as after= for the next page
+}
+
+func (e endpoints) listSKUs(ctx context.Context, req listSKUsRequest) (skusResponse, error) {
+	skus, err := e.svc.ListSKUs(ctx, req.prefix, req.after, req.limit+1)
+	var resp skusResponse
+	resp.SKUs, resp.NextAfter = page(skus, req.limit, viewSKU, func(s stock.SKUStock) string { return s.SKU })
+	return resp, err
 }
 
 // --- slots ---

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,6 +126,65 @@ func (s *Store) Availability(ctx context.Context) (map[string]int64, error) {
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("read availability: %w", err)
+	}
+	return out, nil
+}
+
+// params numbers a query's arguments as its conditions are written: p.add(v) is v's placeholder.
+type params []any
+
+func (p *params) add(v any) string {
+	*p = append(*p, v)
+	return "$" + strconv.Itoa(len(*p))
+}
+
+// ListSKUs returns up to limit SKUs named after after, in sku order, whose names start with
+// prefix, each summed over its slots. The page of names is taken first (the primary key, in
+// order, from after on), then each one's slots are summed: a GROUP BY over the join would plan
+// on the tables' statistics and may sum every SKU before the LIMIT (Availability). The prefix
+// is a filter, not a range, so the order and the cursor stay the collation's.
+func (s *Store) ListSKUs(ctx context.Context, prefix, after string, limit int) ([]stock.SKUStock, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT k.sku, k.slots, f.on_hand, f.locked, f.sold, f.incoming, f.updated_at
+		  FROM (SELECT sku, slots FROM sku WHERE sku > $1 AND starts_with(sku, $2) ORDER BY sku LIMIT $3) k
+		 CROSS JOIN LATERAL (SELECT sum(on_hand), sum(locked), sum(sold), sum(incoming), max(updated_at)
+		                       FROM sku_stock WHERE sku = k.sku GROUP BY sku) f (on_hand, locked, sold, incoming, updated_at)
+		 ORDER BY k.sku`, after, prefix, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list skus: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stock.SKUStock, error) {
+		var st stock.SKUStock
+		err := row.Scan(&st.SKU, &st.Slots, &st.OnHand, &st.Locked, &st.Sold, &st.Incoming, &st.UpdatedAt)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list skus: %w", err)
+	}
+	return out, nil
+}
+
+// Adjustments returns the adjustments q picks, newest first: a backward scan of the primary
+// key, filtered (adjustments are filed by hand; there are few).
+func (s *Store) Adjustments(ctx context.Context, q app.AdjustmentQuery) ([]stock.Adjustment, error) {
+	var p params
+	where := "true"
+	if q.State != "" {
+		where += " AND state = " + p.add(string(q.State))
+	}
+	if q.SKU != "" {
+		where += " AND sku = " + p.add(q.SKU)
+	}
+	if q.Before > 0 {
+		where += " AND id < " + p.add(q.Before)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+adjustmentColumns+` FROM adjustment WHERE `+where+` ORDER BY id DESC LIMIT `+p.add(q.Limit), p...)
+	if err != nil {
+		return nil, fmt.Errorf("list adjustments: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stock.Adjustment, error) { return scanAdjustment(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list adjustments: %w", err)
 	}
 	return out, nil
 }

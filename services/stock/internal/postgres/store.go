@@ -200,25 +200,43 @@ func getSKU(ctx context.Context, q querier, sku string, forUpdate bool) (stock.S
 	return st, nil
 }
 
-// Ledger returns up to limit rows of a SKU's ledger with id > after, oldest first.
-func (s *Store) Ledger(ctx context.Context, sku string, after int64, limit int) ([]stock.LedgerEntry, error) {
+// Ledger returns the rows of a SKU's ledger q picks, oldest first. Every filter is a condition
+// on the scan of the SKU's rows by the (sku, id) index: the ledger is written on every lock and
+// gets no index for reads (migration 00003), and a filter walks at most the SKU's own rows.
+func (s *Store) Ledger(ctx context.Context, sku string, q app.LedgerQuery) ([]stock.LedgerEntry, error) {
 	if _, err := s.GetSKU(ctx, sku); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+ledgerColumns+` FROM stock_ledger WHERE sku = $1 AND id > $2 ORDER BY id LIMIT $3`, sku, after, limit)
+	var p params
+	where := "sku = " + p.add(sku) + " AND id > " + p.add(q.After)
+	if len(q.Types) > 0 {
+		types := make([]string, len(q.Types))
+		for i, t := range q.Types {
+			types[i] = string(t)
+		}
+		where += " AND change_type = ANY(" + p.add(types) + ")"
+	}
+	if q.OrderID != "" {
+		where += " AND order_id = " + p.add(q.OrderID)
+	}
+	if q.Operator != "" {
+		where += " AND operator = " + p.add(q.Operator)
+	}
+	if !q.Since.IsZero() {
+		where += " AND created_at >= " + p.add(q.Since)
+	}
+	if !q.Until.IsZero() {
+		where += " AND created_at < " + p.add(q.Until)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+ledgerColumns+` FROM stock_ledger WHERE `+where+` ORDER BY id LIMIT `+p.add(q.Limit), p...)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger of %s: %w", sku, err)
 	}
-	defer rows.Close()
-	var out []stock.LedgerEntry
-	for rows.Next() {
-		e, err := scanLedger(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read ledger of %s: %w", sku, err)
-		}
-		out = append(out, e)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stock.LedgerEntry, error) { return scanLedger(row) })
+	if err != nil {
+		return nil, fmt.Errorf("read ledger of %s: %w", sku, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Locks returns the lock rows of an order (none when it holds no lock).
@@ -320,29 +338,33 @@ func (s *Store) GetAdjustment(ctx context.Context, id int64) (stock.Adjustment, 
 }
 
 func getAdjustment(ctx context.Context, q querier, id int64, suffix string) (stock.Adjustment, error) {
-	a := stock.Adjustment{ID: id}
-	var kind, state string
-	var decidedBy *string
-	var pointID, bookOnHand *int64
-	err := q.QueryRow(ctx, `SELECT sku, kind, delta, counted, reason, requested_by, state, decided_by, ledger_id, created_at,
-		counted_at_ledger_id, book_on_hand
-		FROM adjustment WHERE id = $1`+suffix, id).
-		Scan(&a.SKU, &kind, &a.Delta, &a.Counted, &a.Reason, &a.RequestedBy, &state, &decidedBy, &a.LedgerID, &a.CreatedAt,
-			&pointID, &bookOnHand)
+	a, err := scanAdjustment(q.QueryRow(ctx, `SELECT `+adjustmentColumns+` FROM adjustment WHERE id = $1`+suffix, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("adjustment %d: %w", id, stock.ErrAdjustmentNotFound)
 	}
 	if err != nil {
 		return a, fmt.Errorf("read adjustment %d: %w", id, err)
 	}
+	return a, nil
+}
+
+const adjustmentColumns = `id, sku, kind, delta, counted, reason, requested_by, state, coalesce(decided_by, ''), ledger_id, created_at,
+	counted_at_ledger_id, book_on_hand`
+
+func scanAdjustment(row pgx.Row) (stock.Adjustment, error) {
+	var a stock.Adjustment
+	var kind, state string
+	var pointID, bookOnHand *int64
+	err := row.Scan(&a.ID, &a.SKU, &kind, &a.Delta, &a.Counted, &a.Reason, &a.RequestedBy, &state, &a.DecidedBy, &a.LedgerID, &a.CreatedAt,
+		&pointID, &bookOnHand)
+	if err != nil {
+		return a, err
+	}
 	if a.Kind, err = stock.ParseChangeType(kind); err != nil {
-		return a, fmt.Errorf("read adjustment %d: %w", id, err)
+		return a, err
 	}
 	if a.State, err = stock.ParseAdjustmentState(state); err != nil {
-		return a, fmt.Errorf("read adjustment %d: %w", id, err)
-	}
-	if decidedBy != nil {
-		a.DecidedBy = *decidedBy
+		return a, err
 	}
 	if pointID != nil && bookOnHand != nil {
 		a.CountedAt = &stock.LedgerPoint{LedgerID: *pointID, OnHand: *bookOnHand}

@@ -54,7 +54,7 @@ func TestUnknownValuesFromTheDatabaseAreRefusedOnLoad(t *testing.T) {
 
 	_, err = store.Locks(ctx, "o1")
 	assert.ErrorIs(t, err, stock.ErrUnknownValue, "lock state")
-	_, err = store.Ledger(ctx, "CUP-1", 0, 100)
+	_, err = store.Ledger(ctx, "CUP-1", app.LedgerQuery{Limit: 100})
 	assert.ErrorIs(t, err, stock.ErrUnknownValue, "change type")
 	_, err = store.GetAdjustment(ctx, adjustment)
 	assert.ErrorIs(t, err, stock.ErrUnknownValue, "adjustment state")

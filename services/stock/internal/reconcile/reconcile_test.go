@@ -99,7 +99,7 @@ func TestOverdueLocksReleasesWhatTheTimerMissed(t *testing.T) {
 	assert.Equal(t, []string{"o-late"}, orderIDs(repair.Findings))
 	assert.Equal(t, 1, repair.Repaired)
 	requireAddsUp(t, svc, "CUP-1", 10, 2, 0)
-	ledger, err := svc.Ledger(ctx, "CUP-1", 0, 100)
+	ledger, err := svc.Ledger(ctx, "CUP-1", app.LedgerQuery{Limit: 100})
 	require.NoError(t, err)
 	last := ledger[len(ledger)-1]
 	assert.Equal(t, []any{stock.ChangeReleaseTimeout, "o-late", reconcile.Operator}, []any{last.Type, last.OrderID, last.Operator})

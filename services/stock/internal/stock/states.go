@@ -15,7 +15,7 @@ var LockStates = []LockState{StateLocked, StateSold, StateReleased, StateShipped
 
 // ChangeTypes are every ChangeType.
 var ChangeTypes = []ChangeType{ChangeLock, ChangeSell, ChangeReleaseTimeout, ChangeReleaseCancel, ChangeRefundRestock, ChangeShip,
-	ChangePurchaseExpected, ChangePurchaseInbound, ChangeManualAdjust, ChangeStocktake, ChangeRebalance}
+	ChangePurchaseExpected, ChangePurchaseInbound, ChangePurchaseCancelled, ChangeManualAdjust, ChangeStocktake, ChangeRebalance}
 
 // AdjustmentStates are every AdjustmentState.
 var AdjustmentStates = []AdjustmentState{AdjustmentPending, AdjustmentApproved, AdjustmentRejected}

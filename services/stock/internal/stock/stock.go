@@ -46,7 +46,8 @@ func ValidSKU(s string) error {
 // (ChangeTypes; ParseChangeType).
 type ChangeType string
 
-// The transitions of DESIGN §3, plus purchase_expected (a purchase order raises incoming).
+// The transitions of DESIGN §3, plus purchase_expected (a purchase order raises incoming) and
+// purchase_cancelled (a closed purchase order's units that will never arrive leave incoming).
 const (
 	ChangeLock             ChangeType = "lock"
 	ChangeSell             ChangeType = "sell"
@@ -56,8 +57,11 @@ const (
 	ChangeShip             ChangeType = "ship"
 	ChangePurchaseExpected ChangeType = "purchase_expected"
 	ChangePurchaseInbound  ChangeType = "purchase_inbound"
-	ChangeManualAdjust     ChangeType = "manual_adjust"
-	ChangeStocktake        ChangeType = "stocktake"
+	// ChangePurchaseCancelled takes what a closed purchase order never delivered out of
+	// incoming (incoming - n); nothing else moves.
+	ChangePurchaseCancelled ChangeType = "purchase_cancelled"
+	ChangeManualAdjust      ChangeType = "manual_adjust"
+	ChangeStocktake         ChangeType = "stocktake"
 	// ChangeRebalance moves available units between two slots of a SKU: a pair of rows, one
 	// out of a slot (on_hand - n), one into another (on_hand + n). The SKU's totals stay.
 	ChangeRebalance ChangeType = "rebalance"
@@ -101,6 +105,11 @@ func PurchaseExpectedMovement(sku string, n Qty) Movement {
 // PurchaseInboundMovement receives n units: incoming - n, on_hand + n.
 func PurchaseInboundMovement(sku string, n Qty) Movement {
 	return Movement{SKU: sku, Type: ChangePurchaseInbound, Qty: n, Delta: Quantities{Incoming: -n.n, OnHand: n.n}}
+}
+
+// PurchaseCancelledMovement takes n units that will never arrive out of incoming.
+func PurchaseCancelledMovement(sku string, n Qty) Movement {
+	return Movement{SKU: sku, Type: ChangePurchaseCancelled, Qty: n, Delta: Quantities{Incoming: -n.n}}
 }
 
 // OnHandMovement moves on_hand by delta (either sign) for a manual adjustment or a stocktake.
