@@ -786,7 +786,8 @@ function drawCompare(out, r) {
     }
     const res = d.result || {};
     return el('div', { class: 'design', 'data-design': d.name },
-      el('h3', {}, d.title || d.name), el('p', { class: 'muted' }, d.note || ''), chart,
+      el('h3', {}, d.title || d.name), el('p', { class: 'muted' }, d.note || ''),
+      d.error ? el('p', { class: 'error', 'data-error': d.name }, `could not run: ${d.error}`) : null, chart,
       el('table', {}, COMPARE_ROWS.map(([k, label]) => {
         const bad = (k === 'oversold' || k === 'stuck' || k === 'turned_away') && res[k] > 0;
         return el('tr', {}, el('td', {}, label), el('td', { class: 'num' + (bad ? ' error' : ''), 'data-result': k }, res[k] ?? '—'));
