@@ -1,5 +1,5 @@
 # The few targets a newcomer needs. Everything else is a Go command.
-.PHONY: demo up down status test lint fuzz bench loadtest chaos
+.PHONY: demo up down status test lint fuzz bench loadtest chaos compare
 
 demo: ## bring everything up (fresh machine included), then run a flash sale you can watch; ARGS= flash-sale flags
 	@go run ./tools/cmd/stockflow demo $(ARGS)
@@ -30,3 +30,6 @@ loadtest: ## POST /v1/orders at a fixed rate on the running system (make up firs
 
 chaos: ## a flash sale while every kind of fault fires, then every invariant checked (about 2 min); LONG=1 the long form, NATS_CLUSTER=3 a 3-node broker
 	@go run ./tools/cmd/stockflow chaos $(if $(LONG),-long) $(if $(SEED),-seed $(SEED))
+
+compare: ## one flash sale on a single stock column, a Redis counter and stockflow, side by side (uses make up's system, starts it if down); live JSON in .run/compare.json; ARGS= flags
+	@go run ./tools/cmd/stockflow compare $(ARGS)

@@ -11,6 +11,7 @@
 //	stockflow dlq list|show|replay [flags]  the dead letters of the running system's consumers; replay through the inbox
 //	stockflow streams check|apply [-replicas N]  compare the NATS streams with this build's configuration, or change them to it
 //	stockflow chaos [-long] [-seed N]  a flash sale on a stockflow of its own while faults fire, then every invariant checked
+//	stockflow compare [flags]    one flash sale on a single stock column, a Redis counter and the running stockflow, side by side
 //
 // DATABASE_URL and NATS_URL are used when set (and, for PostgreSQL, reachable); otherwise a
 // throwaway cluster and the pinned nats-server run on ports 15432 and 14222, which do not clash
@@ -53,7 +54,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest|dlq|streams|chaos")
+		return errors.New("usage: stockflow up|down|status|pg|token|flashsale|demo|loadtest|dlq|streams|chaos|compare")
 	}
 	if args[0] == "flashsale" {
 		// Needs no repository: it drives any deployment through its public APIs.
@@ -139,8 +140,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return streams(ctx, o, args[1:], getenv, stdout, stderr)
 	case "chaos":
 		return chaosRun(ctx, root, nodes, args[1:], stdout, stderr)
+	case "compare":
+		return compareRun(ctx, o, args[1:], getenv, stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest, dlq, streams, chaos)", args[0])
+	return fmt.Errorf("unknown command %q (up, down, status, pg, token, flashsale, demo, loadtest, dlq, streams, chaos, compare)", args[0])
 }
 
 func printUp(w io.Writer, sys *launcher.System) {
