@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/stockflow/stockflow/tools/compare"
@@ -21,7 +20,7 @@ import (
 // run, or when stockflow oversold, left units stuck or sold other than its paid orders.
 func compareRun(ctx context.Context, o launcher.Options, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg := compare.Default()
-	cfg.Out = filepath.Join(o.RunDir, "compare.json")
+	cfg.Out = o.CompareReport() // where make up's console reads it
 	fs := flag.NewFlagSet("stockflow compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
