@@ -32,7 +32,7 @@ func TestCompareSmallSale(t *testing.T) {
 
 	cfg := Default()
 	cfg.Units, cfg.Buyers, cfg.SecondWave, cfg.PayRate = 30, 90, 60, 0.6
-	cfg.Deadline, cfg.Arrivals, cfg.Grace, cfg.Settle = 2*time.Second, 500*time.Millisecond, 2*time.Second, 15*time.Second
+	cfg.Deadline, cfg.Arrivals, cfg.Grace, cfg.Settle = 2*time.Second, 500*time.Millisecond, 3*time.Second, 15*time.Second
 	cfg.Seed = 7
 	cfg.Out = filepath.Join(t.TempDir(), "compare.json")
 	cfg.DatabaseURL, cfg.ScratchDB, cfg.RedisURL = pgtest.ServerURL(), "compare_test_"+runName(), sys.RedisURL
