@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/tools/compare"
 	"github.com/stockflow/stockflow/tools/flashsale"
 )
 
@@ -127,11 +129,16 @@ func TestConsoleSignInShowsWhoAndOnlyTheRolesActions(t *testing.T) {
 
 	viewer := tab(t, b, "vic", auth.Viewer)
 	assert.Equal(t, "viewer", text(t, viewer, "#roles"))
-	goTo(t, viewer, "#/sku/"+sku)
+	goTo(t, viewer, "#/skus/"+sku)
+	waitText(t, viewer, `#sku-list tr[data-sku="`+sku+`"]`, "40")
+	screenshot(t, viewer, "sku-list")
+	require.NoError(t, chromedp.Do(viewer, chromedp.Click(chromedp.CSS(`#sku-list tr[data-sku="`+sku+`"]`))))
 	waitText(t, viewer, "#fold-verdict", "fold to the summary")
 	assert.Equal(t, "40", text(t, viewer, `#figures td[data-figure="available"]`))
 	assert.Equal(t, "available 40", text(t, viewer, `#bar [data-figure="available"]`))
 	assert.False(t, exists(t, viewer, "#adj-form"), "a viewer gets no adjustment form")
+	waitText(t, viewer, "#po-list", "No purchase orders")
+	assert.False(t, exists(t, viewer, "#po-form"), "a viewer orders no purchase")
 	assert.False(t, exists(t, viewer, "#verify"), "a viewer gets no verify button")
 	screenshot(t, viewer, "viewer-sku")
 
@@ -192,38 +199,74 @@ func TestConsoleAdjustmentNeedsASecondPerson(t *testing.T) {
 	screenshot(t, bob, "approved-by-bob")
 	assert.Equal(t, float64(97), c.sku(sku)["on_hand"])
 
-	// A purchase order: expected raises incoming, received moves it to on hand; alice did it.
+	// A purchase order of 20 arrives in two parts; a second one of 10 is closed after 4 came:
+	// incoming rises and falls, on hand gains what was received, every step by alice.
 	goTo(t, alice, "#/sku/"+sku)
 	waitText(t, alice, "#fold-verdict", "fold to the summary")
-	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-ref"), "po-"+sku),
-		chromedp.SetValue(chromedp.CSS("#po-qty"), "20"), chromedp.Click(chromedp.CSS("#po-expect"))))
-	waitText(t, alice, "#flash", "Expected 20")
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-qty"), "20"),
+		chromedp.SetValue(chromedp.CSS("#po-remark"), "supplier A"), chromedp.Click(chromedp.CSS("#po-create"))))
+	waitText(t, alice, "#flash", "for 20 by alice")
+	poID := strings.TrimPrefix(strings.Fields(text(t, alice, "#flash"))[2], "#")
 	waitText(t, alice, `#figures td[data-figure="incoming"]`, "20")
-	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-ref"), "po-"+sku),
-		chromedp.SetValue(chromedp.CSS("#po-qty"), "20"), chromedp.Click(chromedp.CSS("#po-receive"))))
-	waitText(t, alice, "#flash", "Received 20")
-	waitText(t, alice, "#flash", "by alice")
+	receive := func(id, n string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(alice, chromedp.WaitVisible(chromedp.CSS(`[data-receive-qty="`+id+`"]`)),
+			chromedp.SetValue(chromedp.CSS(`[data-receive-qty="`+id+`"]`), n), chromedp.Click(chromedp.CSS(`[data-receive="`+id+`"]`))))
+		waitText(t, alice, "#flash", "received "+n)
+	}
+	receive(poID, "8")
+	waitText(t, alice, `[data-po-status="`+poID+`"]`, "partially_received")
+	waitText(t, alice, `[data-po-received="`+poID+`"]`, "8 / 20")
+	// More than is outstanding is refused by stock and changes nothing.
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS(`[data-receive-qty="`+poID+`"]`), "13"),
+		chromedp.Click(chromedp.CSS(`[data-receive="`+poID+`"]`))))
+	waitText(t, alice, "#flash", "Receipt refused")
+	assert.Equal(t, float64(105), c.sku(sku)["on_hand"])
+	receive(poID, "12")
+	waitText(t, alice, `[data-po-status="`+poID+`"]`, "received")
 	waitText(t, alice, `#figures td[data-figure="on_hand"]`, "117")
-	assert.Equal(t, float64(117), c.sku(sku)["on_hand"])
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#po-qty"), "10"), chromedp.Click(chromedp.CSS("#po-create"))))
+	waitText(t, alice, "#flash", "for 10 by alice")
+	second := strings.TrimPrefix(strings.Fields(text(t, alice, "#flash"))[2], "#")
+	receive(second, "4")
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`[data-close="`+second+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok"))))
+	waitText(t, alice, "#confirm-text", "6 units not received")
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS("#confirm-ok"))))
+	waitText(t, alice, `[data-po-status="`+second+`"]`, "closed")
+	waitText(t, alice, `#figures td[data-figure="incoming"]`, "0")
+	assert.Equal(t, float64(121), c.sku(sku)["on_hand"])
+	assert.Equal(t, float64(0), c.sku(sku)["incoming"])
+	screenshot(t, alice, "purchase-orders")
 
-	// The ledger filter finds the adjustment's row; the fold still matches.
+	// The ledger, filtered by stock, finds the adjustment's row; the fold still matches.
 	waitText(t, alice, "#fold-verdict", "fold to the summary")
 	_, err := chromedp.Run(alice, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#f-type'); s.value = 'manual_adjust'; s.dispatchEvent(new Event('input')); })()`))
 	require.NoError(t, err)
-	waitText(t, alice, "#ledger-info", "1 of ")
+	waitText(t, alice, "#ledger-info", "1 rows on page 1")
 	waitText(t, alice, "#ledger-table tbody", "manual_adjust")
 	screenshot(t, alice, "ledger-filtered")
 
-	// A stocktake: bob sees its variance against the book before he approves it.
+	// A stocktake: alice sees the variance as she types the count; bob finds it in the queue
+	// and sees its variance against the book before he approves it.
 	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#adj-kind"), "stocktake"),
-		chromedp.SetValue(chromedp.CSS("#adj-qty"), "120"), chromedp.SetValue(chromedp.CSS("#adj-reason"), "monthly count"),
+		chromedp.SendKeys(chromedp.CSS("#adj-qty"), "124")))
+	waitText(t, alice, "#adj-preview", "Book on hand 121; counted 124 → variance +3")
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS("#adj-reason"), "monthly count"),
 		chromedp.Click(chromedp.CSS("#adj-submit"))))
 	waitText(t, alice, "#move-result", "pending, requested by alice")
-	goTo(t, bob, "#/adjustment/"+strings.TrimPrefix(text(t, alice, "#adj-link"), "#"))
-	waitText(t, bob, "#variance", "counted 120, on hand 117 now → +3")
+	count := strings.TrimPrefix(text(t, alice, "#adj-link"), "#")
+	goTo(t, bob, "#/adjustments/pending")
+	require.NoError(t, chromedp.Do(bob, chromedp.WaitVisible(chromedp.CSS(`#adj-list tr[data-adj="`+count+`"]`))))
+	waitText(t, bob, `#adj-list tr[data-adj="`+count+`"]`, "counted 124")
+	screenshot(t, bob, "adjustment-queue")
+	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.CSS(`#adj-list tr[data-adj="`+count+`"]`))))
+	waitText(t, bob, "#variance", "counted 124, on hand 121 now → +3")
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.CSS("#approve"))))
 	waitText(t, bob, "#adj-state", "approved")
-	assert.Equal(t, float64(120), c.sku(sku)["on_hand"])
+	assert.Equal(t, float64(124), c.sku(sku)["on_hand"])
+	goTo(t, bob, "#/adjustments/approved")
+	waitText(t, bob, `#adj-list tr[data-adj="`+count+`"]`, "bob")
 }
 
 // TestConsoleReconcileCheckFromTheBrowser: an operator runs stock's ledger_summary check
@@ -347,4 +390,52 @@ func TestConsoleOrderTimeline(t *testing.T) {
 
 	goTo(t, viewer, "#/orders/nobody-"+randomHex(2))
 	waitText(t, viewer, "#order-out", "No orders of buyer")
+}
+
+// TestConsoleComparePage: a small compare runs on this system (the single column in a scratch
+// database, the Redis counter on the gate's Redis, stockflow itself) and writes the report
+// the console reads; the page follows it to the end and shows each design's figures as the
+// report has them, stockflow's with nothing oversold or stuck.
+func TestConsoleComparePage(t *testing.T) {
+	signer, err := sys.Signer()
+	require.NoError(t, err)
+	cfg := compare.Default()
+	cfg.Units, cfg.Buyers, cfg.SecondWave, cfg.PayRate = 12, 30, 12, 0.5
+	cfg.Deadline, cfg.Arrivals, cfg.Grace, cfg.Settle = 2*time.Second, 300*time.Millisecond, 3*time.Second, 15*time.Second
+	cfg.Seed = 5
+	cfg.Out = sys.CompareReport()
+	cfg.DatabaseURL, cfg.ScratchDB, cfg.RedisURL = pgtest.ServerURL(), dbPrefix+"compare", sys.RedisURL
+	cfg.OrderURL, cfg.StockURL, cfg.PaymentURL = sys.URLs["order"], sys.URLs["stock"], sys.URLs["payment-adapter"]
+	cfg.SandboxSecret, cfg.Signer = sandboxSecret, signer
+
+	b := browser(t)
+	viewer := tab(t, b, "vic", auth.Viewer)
+	goTo(t, viewer, "#/compare")
+	waitText(t, viewer, "#compare-missing", "make compare") // before any run: how to make one
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan *compare.Report, 1)
+	go func() {
+		rep, err := compare.Run(ctx, cfg, nil)
+		assert.NoError(t, err, "a design did not run, or stockflow broke a promise")
+		done <- rep
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(cfg.Out); return err == nil }, 30*time.Second, 100*time.Millisecond, "no report written")
+	goTo(t, viewer, "#/skus")
+	goTo(t, viewer, "#/compare")
+	waitText(t, viewer, "#compare-head", "12 units")
+	rep := <-done
+	require.NotNil(t, rep)
+	waitText(t, viewer, "#compare-done", "Done")
+	screenshot(t, viewer, "compare")
+	for _, d := range rep.Designs {
+		for k, v := range map[string]int64{"sold": d.Result.Sold, "oversold": d.Result.Oversold, "stuck": d.Result.Stuck, "second_wave_sold": d.Result.SecondWaveSold} {
+			assert.Equal(t, fmt.Sprint(v), text(t, viewer, fmt.Sprintf(`[data-design=%q] [data-result=%q]`, d.Name, k)), "%s %s", d.Name, k)
+		}
+	}
+	sf := rep.Design(compare.Stockflow)
+	assert.Zero(t, sf.Result.Oversold)
+	assert.Zero(t, sf.Result.Stuck)
+	assert.Equal(t, cfg.Units, sf.Result.Sold, "the unpaid units, released, went to the second wave")
 }

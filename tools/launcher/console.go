@@ -59,3 +59,6 @@ func startConsole(ctx context.Context, o Options, urls map[string]string) (strin
 	}
 	return "", fmt.Errorf("console not ready within 20 s; its log is %s", o.path("logs", "console.log"))
 }
+
+// CompareReport is where this system's console reads the compare report.
+func (s *System) CompareReport() string { return s.opts.CompareReport() }

@@ -22,7 +22,7 @@ const JOBS = {
   timeout: ['outbox'],
 };
 const CHANGE_TYPES = ['lock', 'sell', 'release_timeout', 'release_cancel', 'refund_restock', 'ship',
-  'purchase_expected', 'purchase_inbound', 'manual_adjust', 'stocktake', 'rebalance'];
+  'purchase_expected', 'purchase_inbound', 'purchase_cancelled', 'manual_adjust', 'stocktake', 'rebalance'];
 const FIGURES = ['on_hand', 'available', 'locked', 'sold', 'incoming'];
 
 let session = null; // {token, claims}
@@ -181,7 +181,8 @@ function render() {
 function stackedBar(s) {
   const total = Math.max(s.available + s.locked + s.sold + s.incoming, 1);
   const seg = (name, n) => {
-    const d = el('div', { class: 'seg-' + name, title: `${name} ${n}`, 'data-figure': name }, n > 0 ? `${name} ${n}` : '');
+    if (n <= 0) return null; // an empty segment would still show its padding
+    const d = el('div', { class: 'seg-' + name, title: `${name} ${n}`, 'data-figure': name }, `${name} ${n}`);
     d.style.width = `${(100 * n) / total}%`;
     return d;
   };
