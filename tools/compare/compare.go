@@ -198,22 +198,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		name string
 		run  func(context.Context, *designRun) error
 	}{
-		{SingleColumn, func(ctx context.Context, d *designRun) error {
-			store, err := openColumn(ctx, cfg.DatabaseURL, cfg.ScratchDB, "CMP-"+runID)
-			if err != nil {
-				return err
-			}
-			defer store.close()
-			return runNaive(ctx, d, store)
-		}},
-		{RedisOnly, func(ctx context.Context, d *designRun) error {
-			store, err := openCounter(ctx, cfg.RedisURL, "stockflow:compare:"+runID+":stock")
-			if err != nil {
-				return err
-			}
-			defer store.close()
-			return runNaive(ctx, d, store)
-		}},
+		{SingleColumn, naive(func(ctx context.Context) (counter, error) {
+			return openColumn(ctx, cfg.DatabaseURL, cfg.ScratchDB, "CMP-"+runID)
+		})},
+		{RedisOnly, naive(func(ctx context.Context) (counter, error) {
+			return openCounter(ctx, cfg.RedisURL, "stockflow:compare:"+runID+":stock")
+		})},
 		{Stockflow, func(ctx context.Context, d *designRun) error { return runStockflow(ctx, d, "CMP-"+runID) }},
 	}
 	var wg sync.WaitGroup
@@ -271,6 +261,18 @@ func (d *designRun) sampleEvery(ctx context.Context, read func(context.Context) 
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// naive runs the sale on the counter open makes, and cleans it up after.
+func naive(open func(context.Context) (counter, error)) func(context.Context, *designRun) error {
+	return func(ctx context.Context, d *designRun) (err error) {
+		store, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, store.close()) }()
+		return runNaive(ctx, d, store)
 	}
 }
 

@@ -22,7 +22,7 @@ type counter interface {
 	set(ctx context.Context, n int64) error
 	get(ctx context.Context) (int64, error)
 	decr(ctx context.Context) error
-	close()
+	close() error
 }
 
 // poolSize is how many connections a naive design's buyers share, as an application
@@ -95,11 +95,14 @@ func (c *column) decr(ctx context.Context) error {
 }
 
 // close removes this run's row (the table stays for the next run) and the pool.
-func (c *column) close() {
+func (c *column) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = c.pool.Exec(ctx, `DELETE FROM sku WHERE id = $1`, c.id)
-	c.pool.Close()
+	defer c.pool.Close()
+	if _, err := c.pool.Exec(ctx, `DELETE FROM sku WHERE id = $1`, c.id); err != nil {
+		return fmt.Errorf("single-column: remove this run's row: %w", err)
+	}
+	return nil
 }
 
 // redisCounter is the redis-only design: one key, the only truth.
@@ -139,11 +142,13 @@ func (r *redisCounter) get(ctx context.Context) (int64, error) {
 
 func (r *redisCounter) decr(ctx context.Context) error { return r.rdb.Decr(ctx, r.key).Err() }
 
-func (r *redisCounter) close() {
+func (r *redisCounter) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = r.rdb.Del(ctx, r.key).Err()
-	_ = r.rdb.Close()
+	if err := r.rdb.Del(ctx, r.key).Err(); err != nil {
+		return errors.Join(fmt.Errorf("redis-only: remove this run's key: %w", err), r.rdb.Close())
+	}
+	return r.rdb.Close()
 }
 
 // runNaive runs the sale on a naive design: each buyer reads the stock, checks it is above

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -65,19 +64,8 @@ func writeUpstreamError(w http.ResponseWriter, err error) {
 // stockCheck asks stock whether it accepts a token for reading: one page of one SKU.
 func stockCheck(client *http.Client, stockURL string) func(ctx context.Context, token string) error {
 	return func(ctx context.Context, token string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, stockURL+"/v1/skus?limit=1", nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", token)
-		resp, err := client.Do(req)
-		if err != nil {
+		if _, err := read(ctx, client, stockURL+"/v1/skus?limit=1", token); err != nil {
 			return fmt.Errorf("check the token with stock: %w", err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-		if resp.StatusCode != http.StatusOK {
-			return &StatusError{Status: resp.StatusCode, Body: raw}
 		}
 		return nil
 	}

@@ -178,22 +178,9 @@ func (e *StatusError) Error() string {
 // StockFetch reads a SKU's figures from stock's GET /v1/skus/{sku} with the given token.
 func StockFetch(client *http.Client, stockURL string) live.Fetch {
 	return func(ctx context.Context, sku, token string) (live.Sample, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, stockURL+"/v1/skus/"+url.PathEscape(sku), nil)
-		if err != nil {
-			return live.Sample{}, err
-		}
-		req.Header.Set("Authorization", token)
-		resp, err := client.Do(req)
+		raw, err := read(ctx, client, stockURL+"/v1/skus/"+url.PathEscape(sku), token)
 		if err != nil {
 			return live.Sample{}, fmt.Errorf("read %s: %w", sku, err)
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-		if err != nil {
-			return live.Sample{}, fmt.Errorf("read %s: %w", sku, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return live.Sample{}, &StatusError{Status: resp.StatusCode, Body: raw}
 		}
 		var s live.Sample
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -201,6 +188,29 @@ func StockFetch(client *http.Client, stockURL string) live.Fetch {
 		}
 		return s, nil
 	}
+}
+
+// read GETs target with the caller's Authorization and returns the body of a 200 answer; any
+// other answer is a *StatusError carrying the service's own body.
+func read(ctx context.Context, client *http.Client, target, token string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &StatusError{Status: resp.StatusCode, Body: raw}
+	}
+	return raw, nil
 }
 
 // liveHandler streams a SKU's samples as server-sent events ("event: sample"). The watcher's
