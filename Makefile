@@ -4,8 +4,8 @@
 demo: ## bring everything up (fresh machine included), then run a flash sale you can watch; ARGS= flash-sale flags
 	@go run ./tools/cmd/stockflow demo $(ARGS)
 
-up:
-	@go run ./tools/cmd/stockflow up
+up: ## PostgreSQL, NATS and the four services under a supervisor; REPLICAS=2: two processes of each, behind a round-robin front on its port
+	@$(if $(REPLICAS),REPLICAS=$(REPLICAS) )go run ./tools/cmd/stockflow up
 
 down:
 	@go run ./tools/cmd/stockflow down

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// Down stops everything whose pid file is in RunDir/pids (services, nats-server, a throwaway
-// PostgreSQL) and nothing else.
+// Down stops everything whose pid file is in RunDir/pids (services and their replicas,
+// nats-server, a throwaway PostgreSQL) and nothing else.
 func Down(o Options) error {
 	o.defaults()
 	var errs []error
@@ -24,7 +24,18 @@ func Down(o Options) error {
 	// behind its back); then any service left, so they drain against a live NATS and
 	// database; then nats-server.
 	files := []string{o.path("pids", "supervisor.pid")}
-	names := append(append([]string{}, Services...), "paysim", "console")
+	names := append([]string{}, Services...)
+	for _, svc := range Services { // "stock-2" and on, whatever REPLICAS up was given
+		replicas, _ := filepath.Glob(o.path("pids", svc+"-[0-9]*.pid"))
+		for _, f := range replicas {
+			if name := strings.TrimSuffix(filepath.Base(f), ".pid"); name != svc {
+				if _, _, ok := replicaOf(name); ok {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	names = append(names, "paysim", "console")
 	for _, n := range (Options{NATSNodes: clusterNodes}).natsNodes() { // either shape's nodes
 		names = append(names, n.name)
 	}
@@ -72,8 +83,8 @@ func Purge(o Options) error {
 	return errors.Join(err, derr, os.RemoveAll(o.path("nats")))
 }
 
-// Stop is Down for a System: what this System started.
-func (s *System) Stop() error { return Down(s.opts) }
+// Stop is Down for a System: what this System started, its fronts first.
+func (s *System) Stop() error { return errors.Join(s.closeFronts(), Down(s.opts)) }
 
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
@@ -103,6 +114,8 @@ func Status(o Options, w io.Writer) error {
 		fmt.Fprintln(w, "nothing of this checkout runs (make up starts it)")
 	}
 	supervised := readSupervised(o)
+	up, upOK := readSupervisorOptions(o)
+	replicated := upOK && up.Replicas > 1
 	files, _ = filepath.Glob(o.path("pids", "*.pid"))
 	for _, f := range files {
 		pid := readPid(f)
@@ -111,10 +124,20 @@ func Status(o Options, w io.Writer) error {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".pid")
-		if rec, ok := supervised[name]; ok && rec.Restarts > 0 {
+		rec, ok := supervised[name]
+		if ok && rec.URL != "" && replicated { // say which replica is where
+			state += " on " + strings.TrimPrefix(rec.URL, "http://")
+		}
+		if ok && rec.Restarts > 0 {
 			state += fmt.Sprintf(", %d restarts, last exit %s at %s", rec.Restarts, rec.LastExit, rec.ExitedAt.Format(time.TimeOnly))
 		}
 		fmt.Fprintf(w, "%-16s %s\n", name, state)
+	}
+	if pid := readPid(o.path("pids", "supervisor.pid")); replicated && pid > 0 && Alive(pid) {
+		for _, svc := range Services {
+			fmt.Fprintf(w, "%-16s 127.0.0.1:%d → %s (round robin, in the supervisor)\n", "front "+svc, up.Ports[svc],
+				strings.Join(replicaNames(svc, up.Replicas), ", "))
+		}
 	}
 	if data, err := os.ReadFile(o.path("pids", "pg.data")); err == nil {
 		state := "stopped"

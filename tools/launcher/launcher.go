@@ -43,8 +43,15 @@ type Options struct {
 	ConsolePort int            // port of the operations console (default DefaultConsolePort; -1 picks a free one)
 	Console     bool           // Up starts the operations console too (UpSupervised, `make up`, always does)
 	Ports       map[string]int // HTTP ports per service (default DefaultPorts; 0 picks a free one)
-	DBPrefix    string         // database name prefix (default "stockflow_")
-	Env         []string       // extra environment for every service (KEY=VALUE)
+	// Replicas is how many processes of each service run (REPLICAS; default 1), against the
+	// same databases and streams: the first is named after its service ("stock"), the others
+	// "stock-2" and on, each on a port of its own (ReplicaPorts, else a free one) behind a
+	// round-robin front on the service's port (replicas.go), run by the process that runs the
+	// services. With one, nothing is in front.
+	Replicas     int
+	ReplicaPorts map[string]int // each replica's own HTTP port, by process name, when Replicas > 1 (0 or none: a free one)
+	DBPrefix     string         // database name prefix (default "stockflow_")
+	Env          []string       // extra environment for every service (KEY=VALUE)
 	// Route, when set, gives the host:port a service reaches a dependency (DepPostgres,
 	// DepNATS) at instead of its own: `stockflow chaos` puts a fault-injecting proxy there.
 	Route func(svc, dep, hostport string) string `json:"-"`
@@ -54,13 +61,15 @@ type Options struct {
 // System is what Up started or found.
 type System struct {
 	opts        Options
-	DatabaseURL string            // the server URL (database postgres)
-	NATSURL     string            // the NATS URL; of the launcher's own nats-server, with the admin's credentials
-	RedisURL    string            // the gate's Redis; "" when the gate is off
-	PaysimURL   string            // paysim's control API, once payment-adapter has started
-	ConsoleURL  string            // the operations console (decision 0007)
-	URLs        map[string]string // http://host:port per service
-	procs       map[string]*proc
+	DatabaseURL string              // the server URL (database postgres)
+	NATSURL     string              // the NATS URL; of the launcher's own nats-server, with the admin's credentials
+	RedisURL    string              // the gate's Redis; "" when the gate is off
+	PaysimURL   string              // paysim's control API, once payment-adapter has started
+	ConsoleURL  string              // the operations console (decision 0007)
+	URLs        map[string]string   // http://host:port per service: its front's with several replicas
+	procURLs    map[string]string   // http://host:port per service process (ProcessURL)
+	fronts      map[string]*front   // per service, with several replicas, when this process runs them
+	procs       map[string]*proc    // per service process
 	serviceEnv  map[string][]string // SetServiceEnv's, per service
 }
 
@@ -108,6 +117,7 @@ func (o *Options) defaults() {
 	if o.NATSSync == "" {
 		o.NATSSync = "always"
 	}
+	o.Replicas = max(o.Replicas, 1)
 	if o.DBPrefix == "" {
 		o.DBPrefix = "stockflow_"
 	}
@@ -120,9 +130,10 @@ func (o Options) path(parts ...string) string {
 	return filepath.Join(append([]string{o.RunDir}, parts...)...)
 }
 
-// Up ensures PostgreSQL and NATS, builds the services and starts each as a process with its log
-// in RunDir/logs, and waits until every /readyz answers. The services are this process's
-// children: tests kill and restart them (UpSupervised has a supervisor do it).
+// Up ensures PostgreSQL and NATS, builds the services and starts each as a process (each of its
+// Replicas, with the fronts before them) with its log in RunDir/logs, and waits until every
+// process's /readyz answers. The services are this process's children and the fronts run in
+// it: tests kill and restart them (UpSupervised has a supervisor do it).
 func Up(ctx context.Context, o Options) (*System, error) {
 	o.defaults()
 	s, err := prepare(ctx, o)
@@ -137,14 +148,16 @@ func Up(ctx context.Context, o Options) (*System, error) {
 			return nil, err
 		}
 	}
-	for _, svc := range Services {
-		if err := s.Start(ctx, svc); err != nil {
-			return s, err
+	for _, wave := range s.waves() {
+		for _, name := range wave {
+			if err := s.Start(ctx, name); err != nil {
+				return s, err
+			}
 		}
-	}
-	for _, svc := range Services {
-		if err := s.WaitReady(ctx, svc, 60*time.Second); err != nil {
-			return s, err
+		for _, name := range wave {
+			if err := s.waitProcess(ctx, name, 60*time.Second); err != nil {
+				return s, err
+			}
 		}
 	}
 	if o.Console {
@@ -163,7 +176,7 @@ func prepare(ctx context.Context, o Options) (*System, error) {
 			return nil, err
 		}
 	}
-	s := &System{opts: o, URLs: map[string]string{}, procs: map[string]*proc{}}
+	s := &System{opts: o, URLs: map[string]string{}, procURLs: map[string]string{}, fronts: map[string]*front{}, procs: map[string]*proc{}}
 	if err := EnsureKeys(o); err != nil {
 		return nil, err
 	}
@@ -259,23 +272,26 @@ func (s *System) reserve(svc string) error {
 	if _, ok := s.URLs[svc]; ok {
 		return nil // a restart keeps the port
 	}
-	port := s.opts.Ports[svc]
+	u, err := localURL(s.opts.Ports[svc])
+	if err == nil {
+		s.URLs[svc] = u
+	}
+	return err
+}
+
+// localURL is http://127.0.0.1:port, on a free port for 0.
+func localURL(port int) (string, error) {
 	if port == 0 {
 		var err error
 		if port, err = FreePort(); err != nil {
-			return err
+			return "", err
 		}
 	}
-	s.URLs[svc] = fmt.Sprintf("http://127.0.0.1:%d", port)
-	return nil
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
 }
 
 // port is the port of svc's reserved URL.
-func (s *System) port(svc string) int {
-	u := s.URLs[svc]
-	port, _ := strconv.Atoi(u[strings.LastIndex(u, ":")+1:])
-	return port
-}
+func (s *System) port(svc string) int { return portOf(s.URLs[svc]) }
 
 // peerURLs is the environment naming the other services a service calls (reconcile jobs).
 var peerURLs = map[string][]struct{ env, peer string }{
@@ -288,10 +304,16 @@ var peerURLs = map[string][]struct{ env, peer string }{
 // reconciles.
 var gated = map[string]bool{"order": true, "stock": true}
 
-// Start starts (or restarts) one service process.
-func (s *System) Start(ctx context.Context, svc string) error {
+// Start starts (or restarts) one service process: a service's name is its first replica,
+// "stock-2" its second. With several replicas it starts the service's front too, unless that
+// runs.
+func (s *System) Start(ctx context.Context, name string) error {
+	svc, n, ok := replicaOf(name)
+	if !ok {
+		return fmt.Errorf("start %s: no such service process", name)
+	}
 	// The peers' addresses are fixed before they start: a service is told them up front.
-	if err := s.reserve(svc); err != nil {
+	if err := s.reserveProcess(name); err != nil {
 		return err
 	}
 	for _, p := range peerURLs[svc] {
@@ -299,9 +321,12 @@ func (s *System) Start(ctx context.Context, svc string) error {
 			return err
 		}
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", s.port(svc))
+	if err := s.ensureFront(svc); err != nil {
+		return err
+	}
+	addr := strings.TrimPrefix(s.procURLs[name], "http://")
 	if err := portFree(addr, 5*time.Second); err != nil { // a killed process may hold it a moment
-		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", svc, addr, err)
+		return fmt.Errorf("start %s: %s is taken (is stockflow already up? `make down`, or free the port): %w", name, addr, err)
 	}
 	cmd := exec.Command(s.opts.path("bin", svc), "serve")
 	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr,
@@ -309,6 +334,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 		"NATS_URL="+s.opts.routed(svc, DepNATS, s.serviceNATSURL(svc)))
 	if s.opts.NATSURL == "" { // an external NATS's replicas are its operator's (NATS_STREAM_REPLICAS)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("NATS_STREAM_REPLICAS=%d", s.opts.streamReplicas()))
+	}
+	if n > 1 { // the first replica migrates; the others start once it is ready (waves)
+		cmd.Env = append(cmd.Env, "AUTO_MIGRATE=false")
 	}
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])
@@ -327,9 +355,9 @@ func (s *System) Start(ctx context.Context, svc string) error {
 	cmd.Env = append(cmd.Env, s.opts.authEnv(svc)...)
 	cmd.Env = append(cmd.Env, s.opts.Env...)
 	cmd.Env = append(cmd.Env, s.serviceEnv[svc]...)
-	exited, err := spawn(s.opts, svc, cmd)
+	exited, err := spawn(s.opts, name, cmd)
 	if exited != nil {
-		s.procs[svc] = &proc{cmd: cmd, exited: exited}
+		s.procs[name] = &proc{cmd: cmd, exited: exited}
 	}
 	return err
 }
@@ -348,21 +376,39 @@ func portFree(addr string, within time.Duration) error {
 	}
 }
 
-// WaitReady waits until a service's /readyz answers 200.
-func (s *System) WaitReady(ctx context.Context, svc string, timeout time.Duration) error {
-	var exited <-chan struct{}
-	if p := s.procs[svc]; p != nil {
-		exited = p.exited
+// WaitReady waits until a service process's /readyz answers 200 ("stock-2"), or, given a
+// service's name, every one of its replicas'.
+func (s *System) WaitReady(ctx context.Context, name string, timeout time.Duration) error {
+	names := []string{name}
+	if svc, _, ok := replicaOf(name); ok && svc == name {
+		names = s.Replicas(svc)
 	}
-	return s.waitURL(ctx, svc, timeout, exited)
+	for _, n := range names {
+		if err := s.waitProcess(ctx, n, timeout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// waitURL waits until svc's /readyz answers 200, failing early when exited closes (the process
-// that runs it has gone).
-func (s *System) waitURL(ctx context.Context, svc string, timeout time.Duration, exited <-chan struct{}) error {
+// waitProcess waits until process name's own /readyz answers 200.
+func (s *System) waitProcess(ctx context.Context, name string, timeout time.Duration) error {
+	if err := s.reserveProcess(name); err != nil {
+		return err
+	}
+	var exited <-chan struct{}
+	if p := s.procs[name]; p != nil {
+		exited = p.exited
+	}
+	return s.waitURL(ctx, name, s.procURLs[name], timeout, exited)
+}
+
+// waitURL waits until process name's /readyz at url answers 200, failing early when exited
+// closes (the process that runs it has gone).
+func (s *System) waitURL(ctx context.Context, name, url string, timeout time.Duration, exited <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.URLs[svc] + "/readyz")
+		resp, err := http.Get(url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -373,24 +419,25 @@ func (s *System) waitURL(ctx context.Context, svc string, timeout time.Duration,
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return fmt.Errorf("%s exited during start; its log is %s", svc, s.opts.path("logs", svc+".log"))
+			return fmt.Errorf("%s exited during start; its log is %s", name, s.opts.path("logs", name+".log"))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%s not ready within %s; its log is %s", svc, timeout, s.opts.path("logs", svc+".log"))
+	return fmt.Errorf("%s not ready within %s; its log is %s", name, timeout, s.opts.path("logs", name+".log"))
 }
 
-// Kill stops a service abruptly (SIGKILL), as a crash would.
-func (s *System) Kill(svc string) error {
-	p := s.procs[svc]
+// Kill stops a service process abruptly (SIGKILL), as a crash would: a service's name is its
+// first replica, "stock-2" its second.
+func (s *System) Kill(name string) error {
+	p := s.procs[name]
 	if p == nil {
-		return fmt.Errorf("%s is not running", svc)
+		return fmt.Errorf("%s is not running", name)
 	}
 	err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
 	}
-	delete(s.procs, svc)
+	delete(s.procs, name)
 	return err
 }

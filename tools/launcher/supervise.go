@@ -1,5 +1,6 @@
 // The supervisor: `make up` keeps the four services alive as Kubernetes would (restartPolicy
-// Always, with its crash-loop backoff), from a process of its own that outlives the command.
+// Always, with its crash-loop backoff), from a process of its own that outlives the command;
+// with several replicas it runs their fronts too.
 
 package launcher
 
@@ -24,10 +25,11 @@ const (
 	backoffReset = time.Minute
 )
 
-// Supervised is the supervisor's record of one service, kept in RunDir/supervisor.json for
-// `stockflow status`.
+// Supervised is the supervisor's record of one service process ("stock", "stock-2"), kept in
+// RunDir/supervisor.json for `stockflow status`.
 type Supervised struct {
 	PID      int       `json:"pid"`
+	URL      string    `json:"url,omitempty"` // where the process itself answers`
 	Started  time.Time `json:"started"`
 	Restarts int       `json:"restarts"`
 	LastExit string    `json:"last_exit,omitempty"` // "signal: killed", "exit status 1"
@@ -53,13 +55,23 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if err := build(ctx, o, "./tools/cmd/stockflow", consolePkg); err != nil {
 		return nil, err
 	}
-	// The supervisor must start the services on the ports the caller waits on.
+	// The supervisor must start the services (and their fronts) on the ports the caller waits on.
 	s.opts.Ports = maps.Clone(s.opts.Ports)
-	for _, svc := range Services {
-		if err := s.reserve(svc); err != nil {
-			return nil, err
+	s.opts.ReplicaPorts = maps.Clone(s.opts.ReplicaPorts)
+	if s.opts.ReplicaPorts == nil {
+		s.opts.ReplicaPorts = map[string]int{}
+	}
+	for _, wave := range s.waves() {
+		for _, name := range wave {
+			if err := s.reserveProcess(name); err != nil {
+				return nil, err
+			}
+			svc, _, _ := replicaOf(name)
+			s.opts.Ports[svc] = s.port(svc)
+			if s.opts.Replicas > 1 {
+				s.opts.ReplicaPorts[name] = portOf(s.procURLs[name])
+			}
 		}
-		s.opts.Ports[svc] = s.port(svc)
 	}
 	optsFile := o.path("supervisor.options.json")
 	b, err := json.Marshal(s.opts)
@@ -75,9 +87,18 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, svc := range Services {
-		if err := s.waitURL(ctx, svc, 60*time.Second, exited); err != nil {
-			return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
+	for _, wave := range s.waves() {
+		for _, name := range wave {
+			if err := s.waitURL(ctx, name, s.procURLs[name], 60*time.Second, exited); err != nil {
+				return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
+			}
+		}
+	}
+	if s.opts.Replicas > 1 {
+		for _, svc := range Services { // and the fronts before them
+			if err := s.waitURL(ctx, "the front of "+svc, s.URLs[svc], 10*time.Second, exited); err != nil {
+				return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
+			}
 		}
 	}
 	s.PaysimURL = fmt.Sprintf("http://127.0.0.1:%d", o.PaysimPort) // started with payment-adapter
@@ -88,8 +109,10 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 }
 
 // Supervise is the supervisor process: it reads the Options UpSupervised wrote, starts the
-// services and restarts each that exits, with backoff, until ctx ends (SIGTERM from Down); then
-// it stops them, each with SIGTERM and, after its drain time, SIGKILL.
+// service processes (replica by replica: the first of each service, once they are ready the
+// others) with the fronts of several replicas, and restarts each process that exits, with
+// backoff, until ctx ends (SIGTERM from Down); then it closes the fronts and stops the
+// processes, each with SIGTERM and, after its drain time, SIGKILL.
 func Supervise(ctx context.Context, optsFile string, log io.Writer) error {
 	b, err := os.ReadFile(optsFile)
 	if err != nil {
@@ -109,74 +132,90 @@ func Supervise(ctx context.Context, optsFile string, log io.Writer) error {
 	exits := make(chan string)
 	restart := make(chan string)
 	backoff := map[string]time.Duration{}
-	start := func(svc string) {
-		rec := state[svc]
+	start := func(name string) {
+		rec := state[name]
 		if rec == nil {
 			rec = &Supervised{}
-			state[svc] = rec
+			state[name] = rec
 		}
 		rec.Started = time.Now()
-		if err := s.Start(ctx, svc); err != nil {
+		if err := s.Start(ctx, name); err != nil {
 			rec.LastExit, rec.ExitedAt = "start failed: "+err.Error(), time.Now()
-			go func() { exits <- svc }()
+			go func() { exits <- name }()
 			return
 		}
-		p := s.procs[svc]
-		rec.PID = p.cmd.Process.Pid
-		go func() { <-p.exited; exits <- svc }()
+		p := s.procs[name]
+		rec.PID, rec.URL = p.cmd.Process.Pid, s.procURLs[name]
+		go func() { <-p.exited; exits <- name }()
 	}
-	for _, svc := range Services {
-		start(svc)
+	var all []string
+	for _, wave := range s.waves() {
+		// A wave starts once the one before is ready (the first migrates); one not ready by
+		// then is the loop's to restart.
+		for _, name := range all {
+			if p := s.procs[name]; p != nil {
+				if err := s.waitURL(ctx, name, s.procURLs[name], 60*time.Second, p.exited); err != nil {
+					o.Log("%v", err)
+				}
+			}
+		}
+		for _, name := range wave {
+			start(name)
+		}
+		all = append(all, wave...)
 	}
 	s.writeState(state)
-	o.Log("supervising %v", Services)
+	o.Log("supervising %v", all)
 	for {
 		select {
 		case <-ctx.Done():
 			o.Log("stopping")
-			return s.stopAll()
-		case svc := <-exits:
-			rec := state[svc]
-			if p := s.procs[svc]; p != nil && p.cmd.ProcessState != nil {
+			return errors.Join(s.closeFronts(), s.stopAll())
+		case name := <-exits:
+			rec := state[name]
+			if p := s.procs[name]; p != nil && p.cmd.ProcessState != nil {
 				rec.LastExit, rec.ExitedAt = p.cmd.ProcessState.String(), time.Now()
-				delete(s.procs, svc)
+				delete(s.procs, name)
 			}
 			up := rec.ExitedAt.Sub(rec.Started)
-			wait := min(max(backoff[svc]*2, backoffMin), backoffMax)
+			wait := min(max(backoff[name]*2, backoffMin), backoffMax)
 			if up >= backoffReset {
 				wait = backoffMin
 			}
-			backoff[svc] = wait
-			o.Log("%s exited (%s) after %s; restart %d in %s", svc, rec.LastExit, up.Round(time.Millisecond), rec.Restarts+1, wait)
+			backoff[name] = wait
+			o.Log("%s exited (%s) after %s; restart %d in %s", name, rec.LastExit, up.Round(time.Millisecond), rec.Restarts+1, wait)
 			s.writeState(state)
 			time.AfterFunc(wait, func() {
 				select {
-				case restart <- svc:
+				case restart <- name:
 				case <-ctx.Done():
 				}
 			})
-		case svc := <-restart:
-			state[svc].Restarts++
-			start(svc)
+		case name := <-restart:
+			state[name].Restarts++
+			start(name)
 			s.writeState(state)
 		}
 	}
 }
 
-// stopAll stops every running service: SIGTERM to its process group, SIGKILL when it has not
-// drained in time.
+// stopAll stops every running service process: SIGTERM to its process group, SIGKILL when it
+// has not drained in time.
 func (s *System) stopAll() error {
 	var errs []error
-	for svc, p := range s.procs {
+	for _, p := range s.procs { // all at once: they drain side by side
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for name, p := range s.procs {
 		select {
 		case <-p.exited:
-		case <-time.After(20 * time.Second):
-			errs = append(errs, fmt.Errorf("%s did not stop in 20 s: killed", svc))
+		case <-time.After(time.Until(deadline)):
+			errs = append(errs, fmt.Errorf("%s did not stop in 20 s: killed", name))
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.exited
 		}
-		errs = append(errs, os.Remove(s.opts.path("pids", svc+".pid")))
+		errs = append(errs, os.Remove(s.opts.path("pids", name+".pid")))
 	}
 	return errors.Join(errs...)
 }
@@ -189,6 +228,16 @@ func (s *System) writeState(state map[string]*Supervised) {
 	if err != nil {
 		s.opts.Log("supervisor state: %v", err)
 	}
+}
+
+// readSupervisorOptions are the Options the last UpSupervised gave its supervisor.
+func readSupervisorOptions(o Options) (Options, bool) {
+	b, err := os.ReadFile(o.path("supervisor.options.json"))
+	if err != nil {
+		return Options{}, false
+	}
+	var up Options
+	return up, json.Unmarshal(b, &up) == nil
 }
 
 // readSupervised is the supervisor's record, if one ran.

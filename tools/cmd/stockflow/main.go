@@ -17,7 +17,8 @@
 // throwaway cluster and the pinned nats-server run on ports 15432 and 14222, which do not clash
 // with a machine's own servers, with their state in the git-ignored .run/ folder (as root, the
 // cluster's data is outside the checkout: `stockflow status` says where).
-// STOCKFLOW_PORT_OFFSET moves every port, for a second checkout beside the first.
+// STOCKFLOW_PORT_OFFSET moves every port, for a second checkout beside the first. REPLICAS=2
+// makes up run two processes of each service behind a round-robin front on its port.
 package main
 
 import (
@@ -80,6 +81,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	replicas, err := serviceReplicas(getenv)
+	if err != nil {
+		return err
+	}
 	ports := map[string]int{}
 	for svc, p := range launcher.DefaultPorts {
 		ports[svc] = p + offset
@@ -88,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Root: root, RunDir: filepath.Join(root, ".run"),
 		DatabaseURL: getenv("DATABASE_URL"), NATSURL: getenv("NATS_URL"), RedisURL: getenv("REDIS_URL"),
 		PGPort: 15432 + offset, NATSPort: 14222 + offset, RedisPort: 16379 + offset, PaysimPort: 18083 + offset, ConsolePort: launcher.DefaultConsolePort + offset, Ports: ports,
-		NATSNodes: nodes, NATSSync: syncInterval,
+		NATSNodes: nodes, NATSSync: syncInterval, Replicas: replicas,
 		Env: []string{"PAYMENT_SANDBOX_SECRET=" + orDefault(getenv("PAYMENT_SANDBOX_SECRET"), "sandbox-secret"),
 			"ORDER_MIN_PAYMENT_WINDOW=1s"}, // the demo's sale gives 15 s to pay, CI's 4 s
 		Log: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) },
@@ -149,7 +154,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func printUp(w io.Writer, sys *launcher.System) {
 	fmt.Fprintln(w, "stockflow is up:")
 	for _, svc := range []string{"order", "stock", "payment-adapter", "timeout"} {
-		fmt.Fprintf(w, "  %-16s %s\n", svc, sys.URLs[svc])
+		line := sys.URLs[svc]
+		if replicas := sys.Replicas(svc); len(replicas) > 1 {
+			var own []string
+			for _, name := range replicas {
+				own = append(own, name+" "+sys.ProcessURL(name))
+			}
+			line += " (round robin over " + strings.Join(own, ", ") + ")"
+		}
+		fmt.Fprintf(w, "  %-16s %s\n", svc, line)
 	}
 	fmt.Fprintf(w, "  %-16s %s\n  %-16s %s\n  %-16s .run/logs/\n", "PostgreSQL", sys.DatabaseURL, "NATS", natsx.Redact(sys.NATSURL)+" (passwords in .run/nats/passwords.json)", "logs")
 	gate := sys.RedisURL + " (the flash-sale gate; POST /v1/skus/{sku}/gate arms a SKU)"
@@ -173,13 +186,24 @@ func printUp(w io.Writer, sys *launcher.System) {
 // portOffset is STOCKFLOW_PORT_OFFSET: every port up uses (PostgreSQL, NATS, the services) is
 // moved by it, so a second checkout on one machine runs beside the first.
 func portOffset(getenv func(string) string) (int, error) {
-	v := getenv("STOCKFLOW_PORT_OFFSET")
+	return envInt(getenv, "STOCKFLOW_PORT_OFFSET", 0, 0, 40000)
+}
+
+// serviceReplicas is REPLICAS: how many processes of each service up runs, 1 (the default)
+// to 4, behind a round-robin front on the service's port when more than one.
+func serviceReplicas(getenv func(string) string) (int, error) {
+	return envInt(getenv, "REPLICAS", 1, 1, 4)
+}
+
+// envInt is the whole number from lo to hi in the environment variable name; def when unset.
+func envInt(getenv func(string) string, name string, def, lo, hi int) (int, error) {
+	v := getenv(name)
 	if v == "" {
-		return 0, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > 40000 {
-		return 0, fmt.Errorf("STOCKFLOW_PORT_OFFSET=%q: want a whole number from 0 to 40000", v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%s=%q: want a whole number from %d to %d", name, v, lo, hi)
 	}
 	return n, nil
 }
