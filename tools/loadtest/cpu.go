@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,12 +19,17 @@ import (
 // architecture Go runs Linux on, whatever CONFIG_HZ is; a constant spares cgo.
 const clockTicks = 100
 
-// Proc is a process whose CPU time the load test measures.
+// Proc is a process whose CPU time the load test measures: one row of the CPU table.
 type Proc struct {
 	Name string
 	// PID says which process it is now; it is asked before and after the attack, so a
 	// restart shows as another pid. An error: not running.
 	PID func() (int, error)
+	// Replicas, when set, says which processes are the other replicas of the same service
+	// (stock-2 of a `make up REPLICAS=2` system), asked with PID: their times are summed into
+	// this one row, named "stock ×2", since the cost of an order is the service's, whichever
+	// replica did the work. A replica restarted or gone voids the row's figure, as for PID.
+	Replicas func() ([]int, error)
 	// Tree adds the process's children: the live ones' times and, through its own
 	// cutime+cstime, those of the children it has reaped (PostgreSQL's backends).
 	Tree bool
@@ -42,6 +48,27 @@ func PIDFile(file string) func() (int, error) {
 		}
 		first, _, _ := strings.Cut(string(b), "\n")
 		return strconv.Atoi(strings.TrimSpace(first))
+	}
+}
+
+// ReplicaPIDFiles is a Proc.Replicas that reads the launcher's pid files of a service's other
+// replicas beside file, its first replica's: for pids/stock.pid, pids/stock-2.pid and on, in
+// replica order. None: a service of one process.
+func ReplicaPIDFiles(file string) func() ([]int, error) {
+	base := strings.TrimSuffix(file, ".pid")
+	return func() ([]int, error) {
+		var pids []int
+		for n := 2; ; n++ {
+			f := fmt.Sprintf("%s-%d.pid", base, n)
+			if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+				return pids, nil
+			}
+			pid, err := PIDFile(f)()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Base(f), err)
+			}
+			pids = append(pids, pid)
+		}
 	}
 }
 
@@ -97,10 +124,17 @@ func readStat(pid int) (procStat, error) {
 
 // cpuSample is one Proc's CPU time at one moment.
 type cpuSample struct {
+	pid      int
+	start    int64
+	replicas []replicaID // the Proc's other replicas, whose ticks are in ticks too
+	ticks    int64
+	err      error
+}
+
+// replicaID tells a process apart from a later one with its pid (starttime).
+type replicaID struct {
 	pid   int
 	start int64
-	ticks int64
-	err   error
 }
 
 // sampleCPU reads p now: its own utime+stime, and with Tree its reaped children's and its
@@ -118,6 +152,20 @@ func sampleCPU(p Proc) cpuSample {
 		return cpuSample{pid: pid, err: err}
 	}
 	out := cpuSample{pid: pid, start: s.start, ticks: s.utime + s.stime}
+	if p.Replicas != nil {
+		pids, err := p.Replicas()
+		if err != nil {
+			return cpuSample{pid: pid, err: err}
+		}
+		for _, rp := range pids {
+			r, err := readStat(rp)
+			if err != nil {
+				return cpuSample{pid: pid, err: fmt.Errorf("replica pid %d: %w", rp, err)}
+			}
+			out.replicas = append(out.replicas, replicaID{r.pid, r.start})
+			out.ticks += r.utime + r.stime
+		}
+	}
 	if !p.Tree {
 		return out
 	}
@@ -147,9 +195,13 @@ type CPUUse struct {
 	Note string
 }
 
-// cpuUse is p's CPU time between two samples.
+// cpuUse is p's CPU time between two samples; a Proc with replicas is named with their
+// number ("stock ×2") and shows its first replica's pid.
 func cpuUse(name string, before, after cpuSample) CPUUse {
 	u := CPUUse{Name: name, PID: after.pid, IdleMsPerSec: -1}
+	if n := len(after.replicas); n > 0 {
+		u.Name = fmt.Sprintf("%s ×%d", name, n+1)
+	}
 	switch {
 	case before.err != nil && after.err != nil && before.err.Error() == after.err.Error():
 		u.Note = "not measured (" + before.err.Error() + ")"
@@ -159,6 +211,8 @@ func cpuUse(name string, before, after cpuSample) CPUUse {
 		u.Note = fmt.Sprintf("pid %d exited during the run", before.pid)
 	case before.pid != after.pid || before.start != after.start:
 		u.Note = fmt.Sprintf("restarted during the run (pid %d → %d)", before.pid, after.pid)
+	case !slices.Equal(before.replicas, after.replicas):
+		u.Note = fmt.Sprintf("a replica started, stopped or restarted during the run (pids %v → %v)", replicaPIDs(before), replicaPIDs(after))
 	case after.ticks < before.ticks:
 		// A Tree's child exited and was not reaped yet: its time left the sum for a moment.
 		u.Note = "CPU time went backwards (a child exited unreaped); not measured"
@@ -166,6 +220,14 @@ func cpuUse(name string, before, after cpuSample) CPUUse {
 		u.Ms = ticksToMs(after.ticks - before.ticks)
 	}
 	return u
+}
+
+func replicaPIDs(s cpuSample) []int {
+	pids := make([]int, len(s.replicas))
+	for i, r := range s.replicas {
+		pids[i] = r.pid
+	}
+	return pids
 }
 
 func ticksToMs(ticks int64) float64 { return float64(ticks) * 1000 / clockTicks }

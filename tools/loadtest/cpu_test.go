@@ -3,6 +3,8 @@ package loadtest
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,11 +69,62 @@ func TestCPUUseTellsRestartsFromFigures(t *testing.T) {
 			CPUUse{Name: "p", PID: 9, IdleMsPerSec: -1, Note: "not running when the attack began"}},
 		{"never measured", cpuSample{err: errors.New("outside")}, cpuSample{err: errors.New("outside")},
 			CPUUse{Name: "p", IdleMsPerSec: -1, Note: "not measured (outside)"}},
+		{"replicas are one row", cpuSample{pid: 7, start: 100, replicas: []replicaID{{8, 110}}, ticks: 250},
+			cpuSample{pid: 7, start: 100, replicas: []replicaID{{8, 110}}, ticks: 350},
+			CPUUse{Name: "p ×2", PID: 7, Ms: 1000, IdleMsPerSec: -1}},
+		{"a replica restarted voids the row", cpuSample{pid: 7, start: 100, replicas: []replicaID{{8, 110}}, ticks: 250},
+			cpuSample{pid: 7, start: 100, replicas: []replicaID{{9, 900}}, ticks: 260},
+			CPUUse{Name: "p ×2", PID: 7, IdleMsPerSec: -1, Note: "a replica started, stopped or restarted during the run (pids [8] → [9])"}},
+		{"a replica started during the run voids it too", cpuSample{pid: 7, start: 100, ticks: 250},
+			cpuSample{pid: 7, start: 100, replicas: []replicaID{{9, 900}}, ticks: 260},
+			CPUUse{Name: "p ×2", PID: 7, IdleMsPerSec: -1, Note: "a replica started, stopped or restarted during the run (pids [] → [9])"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, cpuUse("p", tc.before, tc.after))
 		})
 	}
+}
+
+// TestReplicasAreSummedIntoOneRow: the launcher's pid files of a service's replicas (stock.pid,
+// stock-2.pid) make one row whose CPU time is both processes'.
+func TestReplicasAreSummedIntoOneRow(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	pids := t.TempDir()
+	write := func(name string, pid int) {
+		require.NoError(t, os.WriteFile(filepath.Join(pids, name), []byte(strconv.Itoa(pid)), 0o644))
+	}
+	// Two processes whose CPU times are known: this one and its parent (go test's).
+	write("stock.pid", os.Getpid())
+	stock := Proc{Name: "stock", PID: PIDFile(filepath.Join(pids, "stock.pid")), Replicas: ReplicaPIDFiles(filepath.Join(pids, "stock.pid"))}
+
+	alone := sampleCPU(stock)
+	require.NoError(t, alone.err)
+	assert.Empty(t, alone.replicas, "no stock-2.pid: one process")
+
+	write("stock-2.pid", os.Getppid())
+	parentBefore := readStatT(t, os.Getppid())
+	both := sampleCPU(stock)
+	require.NoError(t, both.err)
+	me, parent := readStatT(t, os.Getpid()), readStatT(t, os.Getppid())
+	assert.Equal(t, []replicaID{{parent.pid, parent.start}}, both.replicas)
+	assert.GreaterOrEqual(t, both.ticks, alone.ticks+parentBefore.utime+parentBefore.stime, "the second replica's time is added")
+	assert.LessOrEqual(t, both.ticks, me.utime+me.stime+parent.utime+parent.stime)
+	assert.Equal(t, "stock ×2", cpuUse("stock", both, both).Name)
+
+	write("stock-2.pid", 0x7ffffff0) // a replica that does not run: no figure, and why
+	gone := sampleCPU(stock)
+	assert.ErrorContains(t, gone.err, "replica pid")
+	require.NoError(t, os.WriteFile(filepath.Join(pids, "stock-2.pid"), []byte("x"), 0o644))
+	assert.ErrorContains(t, sampleCPU(stock).err, "stock-2.pid")
+}
+
+func readStatT(t *testing.T, pid int) procStat {
+	t.Helper()
+	s, err := readStat(pid)
+	require.NoError(t, err)
+	return s
 }
 
 func TestPerOrderArithmetic(t *testing.T) {

@@ -72,7 +72,8 @@ func loadTest(ctx context.Context, o launcher.Options, args []string, stdout, st
 }
 
 // loadProcs are the processes whose CPU the load test measures, by the pid files up wrote
-// in RunDir/pids: the four services, each nats-server node, PostgreSQL with all its backends
+// in RunDir/pids: the four services (each one row, its replicas' times summed in: stock and
+// stock-2 of REPLICAS=2 are "stock ×2"), each nats-server node, PostgreSQL with all its backends
 // (the postmaster of the throwaway cluster's data directory), Redis and paysim when up
 // started them, and the load generator itself. A server up did not start (DATABASE_URL or
 // NATS_URL pointing elsewhere) is listed as not measured.
@@ -80,7 +81,7 @@ func loadProcs(o launcher.Options) []loadtest.Proc {
 	pidFile := func(name string) string { return filepath.Join(o.RunDir, "pids", name+".pid") }
 	var procs []loadtest.Proc
 	for _, svc := range launcher.Services {
-		procs = append(procs, loadtest.Proc{Name: svc, PID: loadtest.PIDFile(pidFile(svc))})
+		procs = append(procs, loadtest.Proc{Name: svc, PID: loadtest.PIDFile(pidFile(svc)), Replicas: loadtest.ReplicaPIDFiles(pidFile(svc))})
 	}
 	files, _ := filepath.Glob(pidFile("nats*"))
 	var nats []string // nats, nats-2, nats-3 (Glob sorts nats-2.pid before nats.pid)

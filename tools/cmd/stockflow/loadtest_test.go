@@ -37,6 +37,14 @@ func TestLoadProcsFollowUpsPidFiles(t *testing.T) {
 	assert.True(t, procs[7].Tree, "postgres counts its backends")
 	assert.Equal(t, 5, pids["nats"])
 	assert.Equal(t, os.Getpid(), pids["loadtest (this)"])
+	alone, err := procs[0].Replicas()
+	require.NoError(t, err)
+	assert.Empty(t, alone, "stock has no second replica")
+	write(filepath.Join(run, "pids", "stock-2.pid"), "77") // REPLICAS=2: the same row, both pids
+	replicas, err := procs[0].Replicas()
+	require.NoError(t, err)
+	assert.Equal(t, []int{77}, replicas)
+	require.NoError(t, os.Remove(filepath.Join(run, "pids", "stock-2.pid")))
 
 	// Servers up did not start: not measured, and no Redis row.
 	for _, f := range []string{"nats.pid", "nats-2.pid", "nats-3.pid", "redis.pid", "pg.data"} {
