@@ -98,9 +98,12 @@ func New(cfg Config) (*Gate, error) {
 	// Fail fast: a gate that waits is worse than no gate.
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.PoolTimeout, opt.MaxRetries = cfg.Timeout, -1
-	// A storm puts hundreds of buyers in flight at once; go-redis's default pool (10 per
-	// core) would make most of them wait for a connection longer than the timeout.
-	opt.PoolSize = max(opt.PoolSize, 128)
+	// A storm puts up to thousands of buyers in flight at once, each with its own call;
+	// waiting for a pooled connection is what made them miss the timeout: with 128
+	// connections 5,344 of a 50,000-buyer storm's calls took the database path, with 2,048
+	// 529 (docs/performance.md). Connections are opened only as calls need them, so the cap
+	// costs nothing at rest; ?pool_size= in REDIS_URL sets another.
+	opt.PoolSize = max(opt.PoolSize, 2048)
 	return NewWithClient(redis.NewClient(opt), cfg.Timeout), nil
 }
 
@@ -200,14 +203,7 @@ func (g *Gate) Take(ctx context.Context, orderID string, lines []Line) (v Verdic
 	if g == nil {
 		return Open, ""
 	}
-	keys := make([]string, 0, 1+2*len(lines))
-	args := make([]any, 0, 2+2*len(lines))
-	keys = append(keys, orderKey(orderID))
-	args = append(args, orderID, g.ms())
-	for _, l := range lines {
-		keys = append(keys, gateKey(l.SKU), heldKey(l.SKU))
-		args = append(args, l.Qty, l.SKU)
-	}
+	keys, args := g.orderArgs(orderID, lines)
 	res, err := g.do(ctx, func(ctx context.Context) (any, error) { return take.Run(ctx, g.rdb, keys, args...).Slice() })
 	if err != nil {
 		return Bypassed, ""
@@ -227,6 +223,59 @@ func (g *Gate) Take(ctx context.Context, orderID string, lines []Line) (v Verdic
 		return SoldOut, sku
 	}
 	return Open, ""
+}
+
+// takeLocked: the keys and arguments of take. For an order the gate does not know (Take
+// answered Bypassed, and the database locked it), each armed SKU gives up its line's
+// quantity, below zero if need be: the gate then holds what the database holds, and a later
+// release gives it back. An order the gate knows — taken, or counted here before — changes
+// nothing. It returns the units taken.
+var takeLocked = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local order, now = ARGV[1], ARGV[2]
+local n, taken, skus = (#KEYS - 1) / 2, 0, {}
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[2*i]) == 1 and redis.call('HEXISTS', KEYS[2*i+1], order) == 0 then
+    local q = tonumber(ARGV[1+2*i])
+    redis.call('HINCRBY', KEYS[2*i], 'remaining', -q)
+    redis.call('HSET', KEYS[2*i+1], order, q .. ':' .. now)
+    skus[#skus+1] = ARGV[2+2*i]
+    taken = taken + q
+  end
+end
+if #skus > 0 then redis.call('SET', KEYS[1], table.concat(skus, '\n'), 'EX', 604800) end
+return taken
+`)
+
+// TakeLocked counts against the gate an order the database locked although the gate did not
+// admit it (Redis did not answer its Take in time): without it the gate stays above zero
+// while the database is sold out, and every rejected buyer it lets through gives its unit
+// back to the next. It is idempotent, and a no-op for an order the gate admitted; it returns
+// the units taken.
+func (g *Gate) TakeLocked(ctx context.Context, orderID string, lines []Line) (int64, error) {
+	if g == nil {
+		return 0, nil
+	}
+	keys, args := g.orderArgs(orderID, lines)
+	res, err := g.do(ctx, func(ctx context.Context) (any, error) { return takeLocked.Run(ctx, g.rdb, keys, args...).Int64() })
+	if err != nil {
+		return 0, fmt.Errorf("gate take locked %s: %w", orderID, err)
+	}
+	n, _ := res.(int64)
+	return n, nil
+}
+
+// orderArgs are the keys and arguments of take and takeLocked for order id's lines.
+func (g *Gate) orderArgs(orderID string, lines []Line) (keys []string, args []any) {
+	keys = make([]string, 0, 1+2*len(lines))
+	args = make([]any, 0, 2+2*len(lines))
+	keys = append(keys, orderKey(orderID))
+	args = append(args, orderID, g.ms())
+	for _, l := range lines {
+		keys = append(keys, gateKey(l.SKU), heldKey(l.SKU))
+		args = append(args, l.Qty, l.SKU)
+	}
+	return keys, args
 }
 
 // giveBack: KEYS[1] the order's key; ARGV[1] the order id, ARGV[2] now (ms). Each SKU the

@@ -172,3 +172,44 @@ func TestConfigValidate(t *testing.T) {
 	assert.Error(t, gate.Config{RedisURL: "http://x", Timeout: 50 * time.Millisecond}.Validate())
 	assert.Error(t, gate.Config{Timeout: 0}.Validate())
 }
+
+func TestTakeLockedCountsABypassedOrderOnceAndItsReleaseGivesItBack(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	require.NoError(t, g.Arm(ctx, "A", 2))
+
+	v, _ := g.Take(ctx, "admitted", []gate.Line{{SKU: "A", Qty: 1}})
+	require.Equal(t, gate.Admitted, v)
+	n, err := g.TakeLocked(ctx, "admitted", []gate.Line{{SKU: "A", Qty: 1}})
+	require.NoError(t, err)
+	assert.Zero(t, n, "an order the gate admitted is counted already")
+
+	// "bypassed" locked in the database while Redis did not answer: the gate comes down with it.
+	n, err = g.TakeLocked(ctx, "bypassed", []gate.Line{{SKU: "A", Qty: 1}, {SKU: "unarmed", Qty: 4}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "only the armed SKU counts")
+	n, err = g.TakeLocked(ctx, "bypassed", []gate.Line{{SKU: "A", Qty: 1}})
+	require.NoError(t, err)
+	assert.Zero(t, n, "a replayed lock outcome takes nothing more")
+	a, err := g.State(ctx, "A")
+	require.NoError(t, err)
+	assert.Zero(t, a.Remaining)
+	v, _ = g.Take(ctx, "loser", []gate.Line{{SKU: "A", Qty: 1}})
+	assert.Equal(t, gate.SoldOut, v, "the gate is sold out with the database")
+
+	// Two more bypassed locks than the gate was armed with: it goes below zero rather than
+	// forget, so their releases bring it back to exactly what the database has free.
+	n, err = g.TakeLocked(ctx, "over", []gate.Line{{SKU: "A", Qty: 2}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
+	a, _ = g.State(ctx, "A")
+	assert.Equal(t, int64(-2), a.Remaining)
+	for _, id := range []string{"over", "bypassed"} {
+		_, err := g.GiveBack(ctx, id)
+		require.NoError(t, err)
+	}
+	a, _ = g.State(ctx, "A")
+	assert.Equal(t, int64(1), a.Remaining, "the bypassed order's unit is back; the admitted one's still held")
+	require.Len(t, a.Held, 1)
+	assert.Equal(t, "admitted", a.Held[0].OrderID)
+}

@@ -79,5 +79,17 @@ func (s *Service) GiveBack(ctx context.Context, orderID string) error {
 	return nil
 }
 
+// TakeLocked counts against the gate what stock locked for orderID, when the gate did not
+// admit the order (Redis did not answer its Take): the gate then comes down with the
+// database instead of letting buyers through to be rejected. Idempotent, and a no-op for an
+// order the gate admitted; an error is Redis not answering, to be retried.
+func (s *Service) TakeLocked(ctx context.Context, orderID string, lines []gate.Line) error {
+	n, err := s.gate.TakeLocked(ctx, orderID, lines)
+	if n > 0 {
+		s.log.DebugContext(ctx, "gate: a bypassed order's lock counted", "order_id", orderID, "qty", n)
+	}
+	return err
+}
+
 // HasGate reports whether the service has a flash-sale gate.
 func (s *Service) HasGate() bool { return s.gate != nil }

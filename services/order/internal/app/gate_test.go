@@ -98,3 +98,31 @@ func TestRedisDownTakesTheDatabasePath(t *testing.T) {
 	assert.Greater(t, rows(), before)
 	assert.ErrorIs(t, svc.GiveBack(context.Background(), "any"), gate.ErrUnavailable)
 }
+
+// TestABypassedOrderThatLockedIsCountedByTheGate: an order placed while Redis did not answer
+// went the database path; when stock locks it, TakeLocked counts it, so the gate is sold out
+// with the database instead of admitting a buyer stock would reject (and whose give-back
+// would admit the next one). Counting it again, or an admitted order, takes nothing.
+func TestABypassedOrderThatLockedIsCountedByTheGate(t *testing.T) {
+	svc, g, srv, _ := gated(t, 1)
+	ctx := context.Background()
+	srv.Stop()
+	o, created, err := svc.PlaceOrder(ctx, app.PlaceOrderRequest{
+		IdempotencyKey: "k1", BuyerID: "u-k1", Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}},
+	})
+	require.NoError(t, err, "Redis gone: the database path")
+	require.True(t, created)
+	lines := []gate.Line{{SKU: "CUP-1", Qty: 1}}
+	assert.ErrorIs(t, svc.TakeLocked(ctx, o.ID(), lines), gate.ErrUnavailable, "retried until Redis answers")
+
+	srv.Restart()
+	require.NoError(t, g.Arm(ctx, "CUP-1", 1), "armed before stock locked the bypassed order")
+	require.NoError(t, svc.TakeLocked(ctx, o.ID(), lines))
+	require.NoError(t, svc.TakeLocked(ctx, o.ID(), lines), "a redelivered lock outcome")
+	st, err := g.State(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Zero(t, st.Remaining, "the lock counted once")
+	assert.ErrorIs(t, buy(svc, "k2", 1), app.ErrSoldOut, "sold out with the database")
+	require.NoError(t, svc.GiveBack(ctx, o.ID()), "the order is released")
+	require.NoError(t, buy(svc, "k3", 1), "its unit is for sale again")
+}

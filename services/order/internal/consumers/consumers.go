@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/gate"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -29,7 +30,8 @@ import (
 const (
 	StockOutcomes   = "order-stock-outcomes"
 	PaymentOutcomes = "order-payment-outcomes"
-	// GateReturns gives the flash-sale gate back the units of orders stock did not keep.
+	// GateReturns keeps the flash-sale gate in step with stock: it gives back the units of
+	// orders stock did not keep, and counts the locks of orders that went past the gate.
 	GateReturns = "order-gate-returns"
 )
 
@@ -42,8 +44,9 @@ var (
 	}
 	PaymentSubjects = []string{events.SubjectPaymentFailed, events.SubjectPaymentRefunded}
 	// GateSubjects are the outcomes after which an order no longer holds what the gate gave
-	// it: the lock was rejected, released (timeout, cancel), or its sold units restocked.
-	GateSubjects = []string{events.SubjectStockLockRejected, events.SubjectStockReleased, events.SubjectStockRestocked}
+	// it — the lock was rejected, released (timeout, cancel), or its sold units restocked —
+	// and the lock, which holds units the gate may not have given (a bypassed Take).
+	GateSubjects = []string{events.SubjectStockLocked, events.SubjectStockLockRejected, events.SubjectStockReleased, events.SubjectStockRestocked}
 )
 
 // workers is how many outcomes each consumer handles at once. With the repository combined
@@ -109,13 +112,23 @@ func All(svc *app.Service) []service.Consumer {
 }
 
 // gateReturns is the consumer that gives the gate back the units of orders whose lock stock
-// rejected, released or restocked. The gate counts each order once, so it needs no inbox; a
-// Redis that does not answer is retried with backoff like any transient failure.
+// rejected, released or restocked, and counts against it the locks of orders Redis did not
+// answer for. The gate counts each order once, so it needs no inbox; a Redis that does not
+// answer is retried with backoff like any transient failure. A lock handled after its own
+// release (the workers run out of order) leaves the gate one order low, until stock's gate
+// job sees the database has the units back and gives them back.
 func gateReturns(svc *app.Service) service.Consumer {
 	giveBack := func(ctx context.Context, orderID string) error { return svc.GiveBack(ctx, orderID) }
 	return service.Consumer{
 		Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: GateReturns, FilterSubjects: GateSubjects, Workers: 8, MaxAckPending: 256},
 		Handle: natsx.Switch(GateReturns, natsx.Errors{},
+			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockLocked) error {
+				lines := make([]gate.Line, len(ev.Lines))
+				for i, l := range ev.Lines {
+					lines[i] = gate.Line{SKU: l.SKU, Qty: l.Qty}
+				}
+				return svc.TakeLocked(ctx, ev.OrderID, lines)
+			}),
 			natsx.Case(func(ctx context.Context, _ inbox.Message, ev events.StockLockRejected) error {
 				return giveBack(ctx, ev.OrderID)
 			}),
