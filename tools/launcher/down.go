@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 )
 
@@ -106,7 +108,8 @@ func Alive(pid int) bool {
 	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
-// Status prints which started processes still run, and where the throwaway cluster lives.
+// Status prints which started processes still run — each replica, on its own port, and the
+// fronts before them — and where the throwaway cluster lives.
 func Status(o Options, w io.Writer) error {
 	o.defaults()
 	files, _ := filepath.Glob(o.path("pids", "*"))
@@ -116,14 +119,19 @@ func Status(o Options, w io.Writer) error {
 	supervised := readSupervised(o)
 	up, upOK := readSupervisorOptions(o)
 	replicated := upOK && up.Replicas > 1
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	files, _ = filepath.Glob(o.path("pids", "*.pid"))
-	for _, f := range files {
-		pid := readPid(f)
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(filepath.Base(f), ".pid")
+	}
+	slices.Sort(names) // stock before stock-2
+	for _, name := range names {
+		pid := readPid(o.path("pids", name+".pid"))
 		state := "stopped"
 		if pid > 0 && Alive(pid) {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
-		name := strings.TrimSuffix(filepath.Base(f), ".pid")
 		rec, ok := supervised[name]
 		if ok && rec.URL != "" && replicated { // say which replica is where
 			state += " on " + strings.TrimPrefix(rec.URL, "http://")
@@ -131,11 +139,11 @@ func Status(o Options, w io.Writer) error {
 		if ok && rec.Restarts > 0 {
 			state += fmt.Sprintf(", %d restarts, last exit %s at %s", rec.Restarts, rec.LastExit, rec.ExitedAt.Format(time.TimeOnly))
 		}
-		fmt.Fprintf(w, "%-16s %s\n", name, state)
+		fmt.Fprintf(tw, "%s\t%s\n", name, state)
 	}
 	if pid := readPid(o.path("pids", "supervisor.pid")); replicated && pid > 0 && Alive(pid) {
 		for _, svc := range Services {
-			fmt.Fprintf(w, "%-16s 127.0.0.1:%d → %s (round robin, in the supervisor)\n", "front "+svc, up.Ports[svc],
+			fmt.Fprintf(tw, "%s front\t127.0.0.1:%d → %s (round robin, in the supervisor)\n", svc, up.Ports[svc],
 				strings.Join(replicaNames(svc, up.Replicas), ", "))
 		}
 	}
@@ -144,9 +152,9 @@ func Status(o Options, w io.Writer) error {
 		if postmasterRunning(strings.TrimSpace(string(data))) {
 			state = "running"
 		}
-		fmt.Fprintf(w, "%-16s %s, throwaway cluster in %s\n", "postgres", state, strings.TrimSpace(string(data)))
+		fmt.Fprintf(tw, "%s\t%s, throwaway cluster in %s\n", "postgres", state, strings.TrimSpace(string(data)))
 	}
-	return nil
+	return tw.Flush()
 }
 
 // readPid is the pid in a pid file; 0 when there is none.
