@@ -41,22 +41,9 @@ type stockMetrics struct {
 }
 
 func (c *Client) stockMetrics(ctx context.Context) (stockMetrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.stockURL+"/metrics", nil)
+	fams, err := c.scrape(ctx, "stock", c.stockURL)
 	if err != nil {
 		return stockMetrics{}, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return stockMetrics{}, fmt.Errorf("GET stock /metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return stockMetrics{}, fmt.Errorf("GET stock /metrics: %s", resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return stockMetrics{}, fmt.Errorf("GET stock /metrics: %w", err)
 	}
 	var m stockMetrics
 	for _, s := range fams[metricLockOutcomes].GetMetric() {
@@ -79,6 +66,43 @@ func (c *Client) stockMetrics(ctx context.Context) (stockMetrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// scrape reads the metric families of the service who at base's GET /metrics.
+func (c *Client) scrape(ctx context.Context, who, base string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s /metrics: %w", who, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s /metrics: %s", who, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s /metrics: %w", who, err)
+	}
+	return fams, nil
+}
+
+// GateVerdicts is the order service's stockflow_order_gate_total by verdict (admitted,
+// sold_out, sold_out_cached, open, bypassed). Behind a front of several replicas it is the
+// one replica's that answered.
+func (c *Client) GateVerdicts(ctx context.Context) (map[string]float64, error) {
+	fams, err := c.scrape(ctx, "order", c.orderURL)
+	if err != nil {
+		return nil, err
+	}
+	v := map[string]float64{}
+	for _, s := range fams["stockflow_order_gate_total"].GetMetric() {
+		v[label(s, "verdict")] += s.GetCounter().GetValue()
+	}
+	return v, nil
 }
 
 func label(m *dto.Metric, name string) string {
