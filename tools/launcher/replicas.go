@@ -216,6 +216,8 @@ func startFront(svc, addr string, targets []*url.URL, logf func(string, ...any))
 	return f, nil
 }
 
+// ServeHTTP sends r to the next replica in turn, then to the others while the rule in front's
+// comment allows, and answers 502 when none answered.
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, whole, err := bufferBody(r)
 	if err != nil {
