@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"github.com/pressly/goose/v3/database"
 )
 
@@ -120,7 +121,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schemas ...Schema) error {
 		if err != nil {
 			return fmt.Errorf("migrations %s: %w", s.Name, err)
 		}
-		p, err := goose.NewProvider("", db, s.FS, goose.WithStore(store))
+		// Replicas starting together migrate one at a time: the others wait on an advisory
+		// lock (checked each second, for up to 5 minutes), then find nothing pending.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+		if err != nil {
+			return fmt.Errorf("migrations %s: %w", s.Name, err)
+		}
+		p, err := goose.NewProvider("", db, s.FS, goose.WithStore(store), goose.WithSessionLocker(locker))
 		if err != nil {
 			return fmt.Errorf("load migrations %s: %w", s.Name, err)
 		}
@@ -134,10 +141,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schemas ...Schema) error {
 // EnsureDatabase creates the database named in url when it does not exist yet, connecting to
 // the server's maintenance database to do so. It lets a fresh server host every service.
 func EnsureDatabase(ctx context.Context, url string) error {
-	cfg, err := pgx.ParseConfig(url)
+	pcfg, err := pgxpool.ParseConfig(url) // takes the pool's own parameters (pool_max_conns) out
 	if err != nil {
 		return fmt.Errorf("parse database url: %w", err)
 	}
+	cfg := pcfg.ConnConfig
 	name := cfg.Database
 	cfg.Database = "postgres"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -154,7 +162,9 @@ func EnsureDatabase(ctx context.Context, url string) error {
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	var pgErr interface{ SQLState() string }
-	if errors.As(err, &pgErr) && pgErr.SQLState() == "42P04" { // created by a concurrent caller
+	// Created by a concurrent caller: 42P04 when it committed first, 23505 on pg_database's
+	// name index when the two raced inside CREATE DATABASE.
+	if errors.As(err, &pgErr) && (pgErr.SQLState() == "42P04" || pgErr.SQLState() == "23505") {
 		return nil
 	}
 	if err != nil {
