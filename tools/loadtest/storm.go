@@ -96,8 +96,8 @@ type StormRun struct {
 	// (the order service's stockflow_order_gate_total{verdict="bypassed"}, increase; -1: not
 	// read). Those buyers took the database path by design, so a loser among them is stored.
 	Bypassed int
-	After                     flashsale.SKUFigures
-	Checks                    []Check
+	After    flashsale.SKUFigures
+	Checks   []Check
 }
 
 // StormReport is every mode's run.
