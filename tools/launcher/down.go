@@ -30,10 +30,9 @@ func Down(o Options) error {
 	for _, svc := range Services { // "stock-2" and on, whatever REPLICAS up was given
 		replicas, _ := filepath.Glob(o.path("pids", svc+"-[0-9]*.pid"))
 		for _, f := range replicas {
-			if name := strings.TrimSuffix(filepath.Base(f), ".pid"); name != svc {
-				if _, _, ok := replicaOf(name); ok {
-					names = append(names, name)
-				}
+			name := strings.TrimSuffix(filepath.Base(f), ".pid")
+			if _, _, ok := replicaOf(name); ok {
+				names = append(names, name)
 			}
 		}
 	}

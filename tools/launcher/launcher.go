@@ -148,16 +148,14 @@ func Up(ctx context.Context, o Options) (*System, error) {
 			return nil, err
 		}
 	}
-	for _, wave := range s.waves() {
-		for _, name := range wave {
-			if err := s.Start(ctx, name); err != nil {
-				return s, err
-			}
+	for _, name := range s.processes() {
+		if err := s.Start(ctx, name); err != nil {
+			return s, err
 		}
-		for _, name := range wave {
-			if err := s.waitProcess(ctx, name, 60*time.Second); err != nil {
-				return s, err
-			}
+	}
+	for _, name := range s.processes() {
+		if err := s.waitProcess(ctx, name, 60*time.Second); err != nil {
+			return s, err
 		}
 	}
 	if o.Console {
@@ -308,7 +306,7 @@ var gated = map[string]bool{"order": true, "stock": true}
 // "stock-2" its second. With several replicas it starts the service's front too, unless that
 // runs.
 func (s *System) Start(ctx context.Context, name string) error {
-	svc, n, ok := replicaOf(name)
+	svc, _, ok := replicaOf(name)
 	if !ok {
 		return fmt.Errorf("start %s: no such service process", name)
 	}
@@ -334,9 +332,6 @@ func (s *System) Start(ctx context.Context, name string) error {
 		"NATS_URL="+s.opts.routed(svc, DepNATS, s.serviceNATSURL(svc)))
 	if s.opts.NATSURL == "" { // an external NATS's replicas are its operator's (NATS_STREAM_REPLICAS)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("NATS_STREAM_REPLICAS=%d", s.opts.streamReplicas()))
-	}
-	if n > 1 { // the first replica migrates; the others start once it is ready (waves)
-		cmd.Env = append(cmd.Env, "AUTO_MIGRATE=false")
 	}
 	for _, p := range peerURLs[svc] {
 		cmd.Env = append(cmd.Env, p.env+"="+s.URLs[p.peer])

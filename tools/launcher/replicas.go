@@ -60,22 +60,15 @@ func replicaNames(svc string, n int) []string {
 // Replicas are the process names of svc's replicas, first to last: just svc with one.
 func (s *System) Replicas(svc string) []string { return replicaNames(svc, s.opts.Replicas) }
 
-// waves are the service processes in the order to start them: the first replica of every
-// service, then the others once those are ready. The first applies the migrations alone: two
-// processes migrating a fresh database at once would race on its tables (pkg/postgres.Migrate
-// takes no lock), which Kubernetes avoids with its migration Job.
-func (s *System) waves() [][]string {
-	waves := [][]string{Services}
-	if s.opts.Replicas > 1 {
-		var rest []string
-		for n := 2; n <= s.opts.Replicas; n++ {
-			for _, svc := range Services {
-				rest = append(rest, ReplicaName(svc, n))
-			}
-		}
-		waves = append(waves, rest)
+// processes are every service process, each service's replicas in turn. Replicas starting
+// together on a fresh database are safe: pkg/postgres creates it once and migrates under an
+// advisory lock.
+func (s *System) processes() []string {
+	var names []string
+	for _, svc := range Services {
+		names = append(names, s.Replicas(svc)...)
 	}
-	return waves
+	return names
 }
 
 // ProcessURL is where a service process (a service's name: its first replica; or "stock-2")

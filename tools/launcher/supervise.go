@@ -29,7 +29,7 @@ const (
 // RunDir/supervisor.json for `stockflow status`.
 type Supervised struct {
 	PID      int       `json:"pid"`
-	URL      string    `json:"url,omitempty"` // where the process itself answers`
+	URL      string    `json:"url,omitempty"` // where the process itself answers
 	Started  time.Time `json:"started"`
 	Restarts int       `json:"restarts"`
 	LastExit string    `json:"last_exit,omitempty"` // "signal: killed", "exit status 1"
@@ -61,16 +61,14 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if s.opts.ReplicaPorts == nil {
 		s.opts.ReplicaPorts = map[string]int{}
 	}
-	for _, wave := range s.waves() {
-		for _, name := range wave {
-			if err := s.reserveProcess(name); err != nil {
-				return nil, err
-			}
-			svc, _, _ := replicaOf(name)
-			s.opts.Ports[svc] = s.port(svc)
-			if s.opts.Replicas > 1 {
-				s.opts.ReplicaPorts[name] = portOf(s.procURLs[name])
-			}
+	for _, name := range s.processes() {
+		if err := s.reserveProcess(name); err != nil {
+			return nil, err
+		}
+		svc, _, _ := replicaOf(name)
+		s.opts.Ports[svc] = s.port(svc)
+		if s.opts.Replicas > 1 {
+			s.opts.ReplicaPorts[name] = portOf(s.procURLs[name])
 		}
 	}
 	optsFile := o.path("supervisor.options.json")
@@ -87,11 +85,9 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, wave := range s.waves() {
-		for _, name := range wave {
-			if err := s.waitURL(ctx, name, s.procURLs[name], 60*time.Second, exited); err != nil {
-				return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
-			}
+	for _, name := range s.processes() {
+		if err := s.waitURL(ctx, name, s.procURLs[name], 60*time.Second, exited); err != nil {
+			return s, fmt.Errorf("%w (supervisor log: %s)", err, o.path("logs", "supervisor.log"))
 		}
 	}
 	if s.opts.Replicas > 1 {
@@ -109,8 +105,7 @@ func UpSupervised(ctx context.Context, o Options) (*System, error) {
 }
 
 // Supervise is the supervisor process: it reads the Options UpSupervised wrote, starts the
-// service processes (replica by replica: the first of each service, once they are ready the
-// others) with the fronts of several replicas, and restarts each process that exits, with
+// service processes with the fronts of several replicas, and restarts each process that exits, with
 // backoff, until ctx ends (SIGTERM from Down); then it closes the fronts and stops the
 // processes, each with SIGTERM and, after its drain time, SIGKILL.
 func Supervise(ctx context.Context, optsFile string, log io.Writer) error {
@@ -148,21 +143,9 @@ func Supervise(ctx context.Context, optsFile string, log io.Writer) error {
 		rec.PID, rec.URL = p.cmd.Process.Pid, s.procURLs[name]
 		go func() { <-p.exited; exits <- name }()
 	}
-	var all []string
-	for _, wave := range s.waves() {
-		// A wave starts once the one before is ready (the first migrates); one not ready by
-		// then is the loop's to restart.
-		for _, name := range all {
-			if p := s.procs[name]; p != nil {
-				if err := s.waitURL(ctx, name, s.procURLs[name], 60*time.Second, p.exited); err != nil {
-					o.Log("%v", err)
-				}
-			}
-		}
-		for _, name := range wave {
-			start(name)
-		}
-		all = append(all, wave...)
+	all := s.processes()
+	for _, name := range all {
+		start(name)
 	}
 	s.writeState(state)
 	o.Log("supervising %v", all)
