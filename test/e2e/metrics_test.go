@@ -14,14 +14,17 @@ import (
 )
 
 // scrape reads a service's GET /metrics, which Prometheus reads without a token.
-func scrape(t *testing.T, svc string) string {
+func scrape(t *testing.T, svc string) string { return scrapeURL(t, svc, sys.URLs[svc]) }
+
+// scrapeURL reads GET base/metrics of the process who.
+func scrapeURL(t *testing.T, who, base string) string {
 	t.Helper()
-	resp, err := http.Get(sys.URLs[svc] + "/metrics")
-	require.NoError(t, err)
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err, who)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s /metrics: %s", svc, body)
+	require.NoError(t, err, who)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s /metrics: %s", who, body)
 	return string(body)
 }
 

@@ -201,13 +201,7 @@ func scrapeReplicas(t *testing.T, rs *launcher.System) map[string]string {
 	out := map[string]string{}
 	for _, svc := range []string{"stock", "order"} {
 		for _, name := range rs.Replicas(svc) {
-			resp, err := http.Get(rs.ProcessURL(name) + "/metrics")
-			require.NoError(t, err, name)
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err, name)
-			require.Equal(t, http.StatusOK, resp.StatusCode, "%s /metrics: %s", name, body)
-			out[name] = string(body)
+			out[name] = scrapeURL(t, name, rs.ProcessURL(name))
 		}
 	}
 	return out
