@@ -219,8 +219,11 @@ func storm(ctx context.Context, c *flashsale.Client, cfg StormConfig, mode, runI
 	}
 	sleep(ctx, 2*time.Second)
 	run.Bypassed = -1
-	if verdicts1, err := c.GateVerdicts(ctx); err == nil && verdictsErr == nil {
+	verdicts1, err := c.GateVerdicts(ctx)
+	if err = errors.Join(verdictsErr, err); err == nil {
 		run.Bypassed = int(verdicts1["bypassed"] - verdicts0["bypassed"])
+	} else {
+		run.Errors = append(run.Errors, "gate verdicts not read, so no stored loser is excused: "+err.Error())
 	}
 	if run.OrderXacts, run.OrderInserts, err = dbCounters(ctx, orderDB); err != nil {
 		return run, err
