@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,8 +40,37 @@ const ContractVersion = "1.1"
 
 // Event is implemented by every payload type in this package.
 type Event interface {
-	// Subject is the NATS subject the event is published on.
+	// Subject is the event's type (the envelope's type) and the NATS subject it is published
+	// on; a Keyed event's subject carries its key after it.
 	Subject() string
+}
+
+// Keyed is implemented by an event whose subject carries a key token after its type,
+// <type>.<key> (order.created.SKU-1): the stream maps the key to a partition, and a consumer
+// per partition keeps one key's events on one replica (natsx.StreamConfigs). A consumer of
+// every key filters <type>.> and, for messages of producers older than the key, <type>.
+type Keyed interface {
+	Event
+	Key() string
+}
+
+// SubjectOf is the subject ev is published on: its Subject, followed by its Key when it is
+// Keyed.
+func SubjectOf(ev Event) string {
+	if k, ok := ev.(Keyed); ok {
+		return ev.Subject() + "." + k.Key()
+	}
+	return ev.Subject()
+}
+
+// SubjectKey turns a SKU into a subject token: a SKU may contain '.', a token may not. A string
+// that is no SKU (ValidSKU) becomes "invalid", so that its event still reaches a consumer that
+// answers it.
+func SubjectKey(sku string) string {
+	if !ValidSKU(sku) {
+		return "invalid"
+	}
+	return strings.ReplaceAll(sku, ".", "_")
 }
 
 // Envelope is the body of every message.
@@ -84,7 +114,7 @@ func EncodeWithID(id string, ev Event, at time.Time) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("encode %s: %w", ev.Subject(), err)
 	}
-	return Message{ID: id, Subject: ev.Subject(), Data: body}, nil
+	return Message{ID: id, Subject: SubjectOf(ev), Data: body}, nil
 }
 
 // Open decodes the envelope of a message body.

@@ -105,7 +105,7 @@ func TestEncodeThenDecodeRoundTrips(t *testing.T) {
 		t.Run(c.want.Subject(), func(t *testing.T) {
 			m, err := events.Encode(c.want, at)
 			require.NoError(t, err)
-			assert.Equal(t, c.want.Subject(), m.Subject)
+			assert.Equal(t, events.SubjectOf(c.want), m.Subject)
 			env, ev, err := c.decode(m.Data)
 			require.NoError(t, err)
 			assert.Equal(t, m.ID, env.ID)
@@ -113,6 +113,30 @@ func TestEncodeThenDecodeRoundTrips(t *testing.T) {
 			assert.Equal(t, time.UTC, env.OccurredAt.Location(), "occurred_at is written in UTC")
 			assert.Equal(t, c.want, ev)
 		})
+	}
+}
+
+func TestOrderCreatedIsPublishedUnderItsLowestSKUAsAToken(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 15, 30, 0, time.UTC)
+	for _, c := range []struct {
+		skus []string
+		want string
+	}{
+		{[]string{"SKU-1"}, "order.created.SKU-1"},
+		{[]string{"sku.b", "sku.a:2", "sku.c"}, "order.created.sku_a:2"},
+		{[]string{"has space"}, "order.created.invalid"},
+	} {
+		ev := events.OrderCreated{OrderID: "o-1", Currency: "EUR", PaymentDeadline: at}
+		for _, sku := range c.skus {
+			ev.Items = append(ev.Items, events.OrderItem{SKU: sku, Qty: 1})
+		}
+		m, err := events.Encode(ev, at)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, m.Subject)
+		env, got, err := events.Decode[events.OrderCreated](m.Data)
+		require.NoError(t, err)
+		assert.Equal(t, events.SubjectOrderCreated, env.Type, "the envelope's type has no key")
+		assert.Equal(t, ev, got)
 	}
 }
 

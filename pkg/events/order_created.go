@@ -6,6 +6,8 @@ import (
 )
 
 // SubjectOrderCreated is published by order when an order is accepted; stock locks its lines.
+// Its subject carries the order's Key, order.created.<key>; producers built before the key
+// publish order.created alone, which every consumer of it still reads.
 const SubjectOrderCreated = "order.created"
 
 // OrderCreated asks stock to lock every line of the order, all or none.
@@ -27,6 +29,19 @@ type OrderItem struct {
 
 // Subject implements Event.
 func (OrderCreated) Subject() string { return SubjectOrderCreated }
+
+// Key implements Keyed: the order's lowest SKU as a subject token, so that every order of a
+// one-line SKU, and every order whose lines start at the same SKU, lands in one partition and
+// is locked by one stock replica, in large batches.
+func (e OrderCreated) Key() string {
+	lead := ""
+	for i, it := range e.Items {
+		if i == 0 || it.SKU < lead {
+			lead = it.SKU
+		}
+	}
+	return SubjectKey(lead)
+}
 
 // Lines returns the SKU quantities of the order.
 func (e OrderCreated) Lines() []Line {

@@ -157,7 +157,17 @@ type ConsumerSpec struct {
 	// events of one entity arriving out of order, as stockflow's do (row locks serialise them,
 	// the domain decides). pkg/service gives every consumer that sets none Base.ConsumerWorkers.
 	Workers int
+	// PriorityGroup, when set, pins the consumer to one client at a time (JetStream's
+	// pinned_client priority policy): of the replicas that run it, one gets its messages
+	// until it stops pulling for PinnedTTL, then another is pinned. Correctness never rests on
+	// it (inboxes and row locks do); it keeps one partition's work on one replica.
+	PriorityGroup string
 }
+
+// PinnedTTL is how long a pinned consumer waits for its pinned client's next pull before it
+// pins another: a crashed replica's partitions move within it. Consume pulls at least every
+// pullExpiry, well inside it.
+const PinnedTTL = 15 * time.Second
 
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	if s.MaxDeliver == 0 {
@@ -180,6 +190,10 @@ func (s ConsumerSpec) withDefaults() ConsumerSpec {
 }
 
 func (s ConsumerSpec) config() jetstream.ConsumerConfig {
+	priorityPolicy, pinnedTTL, groups := jetstream.PriorityPolicyNone, time.Duration(0), []string(nil)
+	if s.PriorityGroup != "" {
+		priorityPolicy, pinnedTTL, groups = jetstream.PriorityPolicyPinned, PinnedTTL, []string{s.PriorityGroup}
+	}
 	return jetstream.ConsumerConfig{
 		Durable:        s.Durable,
 		Description:    "stockflow consumer " + s.Durable,
@@ -189,6 +203,9 @@ func (s ConsumerSpec) config() jetstream.ConsumerConfig {
 		MaxDeliver:     s.OutageMaxDeliver,
 		MaxAckPending:  s.MaxAckPending,
 		FilterSubjects: s.FilterSubjects,
+		PriorityPolicy: priorityPolicy,
+		PinnedTTL:      pinnedTTL,
+		PriorityGroups: groups,
 		// No BackOff: failed deliveries are spaced by NakWithDelay (RetryDelay); AckWait alone
 		// governs redelivery after a crash.
 	}
@@ -258,6 +275,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		metrics: metrics,
 	}
 	prefetch := min(spec.MaxAckPending, 64)
+	pull := []jetstream.PullConsumeOpt{
+		jetstream.PullMaxMessages(prefetch),
+		// Pulls of 5 s (heartbeats every 2.5 s) instead of 30 s: when the node serving the
+		// consumer dies, the client notices and pulls from its new leader within seconds.
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Warn("consume error", "err", err)
+		}),
+	}
+	if spec.PriorityGroup != "" {
+		pull = append(pull, jetstream.PullPriorityGroup(spec.PriorityGroup))
+	}
 	// The client calls back from one goroutine; workers take deliveries from it. The send
 	// blocks while every worker is busy, which holds back the prefetch: backpressure.
 	deliveries := make(chan jetstream.Msg)
@@ -269,14 +298,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 			}
 		})
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { deliveries <- m },
-		jetstream.PullMaxMessages(prefetch),
-		// Pulls of 5 s (heartbeats every 2.5 s) instead of 30 s: when the node serving the
-		// consumer dies, the client notices and pulls from its new leader within seconds.
-		jetstream.PullExpiry(pullExpiry),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			log.Warn("consume error", "err", err)
-		}))
+	cc, err := cons.Consume(func(m jetstream.Msg) { deliveries <- m }, pull...)
 	if err != nil {
 		close(deliveries)
 		metrics.close()
@@ -298,6 +320,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 				log.Warn("consumer did not close within 5s after drain")
 			}
 			metrics.close()
+			if spec.PriorityGroup != "" {
+				unpin(js, spec, log)
+			}
 		})
 	}
 	go func() {
@@ -308,6 +333,21 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		}
 	}()
 	return stop, nil
+}
+
+// unpin hands a pinned consumer to another replica now rather than after PinnedTTL: a rolling
+// restart then pauses no partition. Were this replica not the pinned one, the pinned one loses
+// its pin for one pull, which costs nothing but that pull.
+func unpin(js jetstream.JetStream, spec ConsumerSpec, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, spec.Stream)
+	if err == nil {
+		err = s.UnpinConsumer(ctx, spec.Durable, spec.PriorityGroup)
+	}
+	if err != nil {
+		log.Warn("unpin on stop failed; another replica takes over after the pinned TTL", "err", err, "pinned_ttl", PinnedTTL)
+	}
 }
 
 // gate lets handlers in until it is closed, and close waits for those inside.

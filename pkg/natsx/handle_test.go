@@ -104,7 +104,7 @@ func TestOnDecodesRunsTheUseCaseAndMarksItsErrors(t *testing.T) {
 			if tc.body == nil {
 				id, seq = publishEvent(t, js, created)
 			} else {
-				ack, err := js.Publish(ctx, events.SubjectOrderCreated, tc.body, jetstream.WithMsgID("bad"))
+				ack, err := js.Publish(ctx, events.SubjectOrderCreated+".CUP-1", tc.body, jetstream.WithMsgID("bad"))
 				require.NoError(t, err)
 				seq = ack.Sequence
 			}
@@ -125,7 +125,7 @@ func TestOnDecodesRunsTheUseCaseAndMarksItsErrors(t *testing.T) {
 				assert.Equal(t, created.OrderID, got.evs[j].OrderID)
 				assert.True(t, created.PaymentDeadline.Equal(got.evs[j].PaymentDeadline))
 			}
-			dl := deadLetter(t, js, events.SubjectOrderCreated)
+			dl := deadLetter(t, js, events.SubjectOrderCreated+".>") // order.created.<partition>.<key>
 			if !tc.wantDeadLetter {
 				assert.Nil(t, dl, "unexpected dead letter")
 				return

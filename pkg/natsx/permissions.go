@@ -42,10 +42,10 @@ var grants = map[string]grant{
 	},
 	"stock": {
 		owns: []string{SubjectsStock},
-		durables: []durable{
+		durables: append([]durable{
 			{StreamOrder, "stock-order-created"}, {StreamOrder, "stock-order-requests"},
 			{StreamPayment, "stock-payment-succeeded"}, {StreamTimeout, "stock-timeout-expired"},
-		},
+		}, partitioned(StreamOrder, "stock-order-created", OrderCreatedPartitions)...),
 	},
 	"payment-adapter": {
 		owns: []string{SubjectsPayment},
@@ -68,6 +68,15 @@ var grants = map[string]grant{
 		// its deadline sweeper still expires those orders.
 		extra: []string{"$JS.API.STREAM.PURGE." + StreamSchedules},
 	},
+}
+
+// partitioned names the durables of a consumer run once per partition: <name>-p<partition>.
+func partitioned(stream, name string, partitions int) []durable {
+	ds := make([]durable, partitions)
+	for p := range ds {
+		ds[p] = durable{stream, fmt.Sprintf("%s-p%d", name, p)}
+	}
+	return ds
 }
 
 // adminOnly is refused to every service user even if an allow entry would match: creating,
@@ -97,7 +106,7 @@ func InboxPrefix(user string) string { return "_INBOX." + user }
 //     timeout timeout.expired and timeout.schedule.>;
 //   - deadletter.<subject> for the subjects of the streams it consumes (Consume's dead letters);
 //   - $JS.API.STREAM.INFO.<stream> for every stream (CheckStreams, reconcile);
-//   - for each of its durable consumers: $JS.API.CONSUMER.CREATE, .INFO and .MSG.NEXT
+//   - for each of its durable consumers: $JS.API.CONSUMER.CREATE, .INFO, .MSG.NEXT and .UNPIN
 //     .<stream>.<durable>, and the acks $JS.ACK.<stream>.<durable>.> (the server's v1 ack
 //     subjects, its default);
 //   - on DEADLETTER, consumers of any name: CREATE, MSG.NEXT and DELETE, for the ordered
@@ -131,6 +140,7 @@ func PermissionsOf(user string) (Permissions, bool) {
 			"$JS.API.CONSUMER.CREATE."+sd,
 			"$JS.API.CONSUMER.INFO."+sd,
 			"$JS.API.CONSUMER.MSG.NEXT."+sd,
+			"$JS.API.CONSUMER.UNPIN."+sd,
 			"$JS.ACK."+sd+".>")
 	}
 	for _, api := range []string{"CREATE", "MSG.NEXT", "DELETE"} {

@@ -260,7 +260,8 @@ func TestServicesPublishAndConsumeWhatTheyOwn(t *testing.T) {
 				require.NoError(t, err)
 				poison, err := admin.js.Publish(ctx, eventOn[stream], []byte("poison"))
 				require.NoError(t, err)
-				stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: stream, Durable: durable, FilterSubjects: []string{eventOn[stream]}, AckWait: 5 * time.Second},
+				// Pinned, so that stop's unpin is asked for too (a refusal lands in asyncErrs).
+				stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: stream, Durable: durable, FilterSubjects: []string{eventOn[stream]}, AckWait: 5 * time.Second, PriorityGroup: "any"},
 					func(_ context.Context, msg jetstream.Msg) error {
 						if string(msg.Data()) == "poison" {
 							return natsx.Permanent(errors.New("poison"))
@@ -352,6 +353,24 @@ func TestPrepareStreams(t *testing.T) {
 		drifts, err := natsx.PrepareStreams(ctx, nc, js, 1)
 		require.NoError(t, err)
 		assert.Equal(t, []string{changed.Name + " differs in max age"}, drifts)
+
+		// A stream from before the partitions: order.created.<key> is stored unpartitioned,
+		// which stock also consumes; a start is not stopped.
+		changed.SubjectTransform = nil
+		_, err = admin.js.UpdateStream(ctx, changed)
+		require.NoError(t, err)
+		drifts, err = natsx.PrepareStreams(ctx, nc, js, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []string{changed.Name + " differs in subject transform, max age"}, drifts)
+		// Another partition count fills partitions this build may not consume: stopped.
+		changed.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "order.created.*",
+			Destination: "order.created.{{partition(16,1)}}.{{wildcard(1)}}"}
+		_, err = admin.js.UpdateStream(ctx, changed)
+		require.NoError(t, err)
+		_, err = natsx.PrepareStreams(ctx, nc, js, 1)
+		require.ErrorIs(t, err, natsx.ErrStreamsNotReady)
+		assert.Contains(t, err.Error(), changed.Name+" differs in subject transform")
+		changed.SubjectTransform = natsx.StreamConfigs(1)[0].SubjectTransform
 
 		// One the services cannot work without stops it.
 		changed.Subjects = append(changed.Subjects, "extra.>")

@@ -43,6 +43,25 @@ const (
 	SubjectsMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
 )
 
+// OrderCreatedPartitions is how many partitions the ORDER stream spreads order.created.<key>
+// over: it stores each message as order.created.<partition>.<key>, the partition a hash of the
+// key (the server's {{partition}} subject mapping), so all the orders of one SKU share a
+// partition. Stock runs one consumer per partition, each pinned to one replica at a time
+// (PriorityGroup): a hot SKU's locks stay on one replica and combine into large batches
+// instead of two replicas' smaller batches queueing on the same stock row. Changing it
+// re-maps keys; stock consumes as many partitions as the stream's mapping names, or refuses to
+// start (CheckStreams).
+const OrderCreatedPartitions = 8
+
+// orderCreatedTransform is the ORDER stream's subject mapping of order.created.<key>.
+var orderCreatedTransform = &jetstream.SubjectTransformConfig{
+	Source:      "order.created.*",
+	Destination: fmt.Sprintf("order.created.{{partition(%d,1)}}.{{wildcard(1)}}", OrderCreatedPartitions),
+}
+
+// OrderCreatedPartition is the filter of partition p of order.created.
+func OrderCreatedPartition(p int) string { return fmt.Sprintf("order.created.%d.*", p) }
+
 // Headers of JetStream message schedules (NATS server ≥ 2.12).
 const (
 	HeaderSchedule       = "Nats-Schedule"        // "@at <RFC3339>" for a one-shot schedule
@@ -80,8 +99,10 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	schedules.AllowRollup = true // required by schedules; the server would turn it on anyway
 	deadLetter := event(StreamDeadLetter, "terminated and exhausted messages, for inspection and replay", SubjectsDeadLetter, SubjectsMaxDeliveries)
 	deadLetter.MaxAge = 30 * 24 * time.Hour
+	order := event(StreamOrder, "order events", SubjectsOrder)
+	order.SubjectTransform = orderCreatedTransform
 	return []jetstream.StreamConfig{
-		event(StreamOrder, "order events", SubjectsOrder),
+		order,
 		event(StreamStock, "stock events", SubjectsStock),
 		event(StreamPayment, "payment events", SubjectsPayment),
 		event(StreamTimeout, "payment deadline expiries", SubjectsTimeout),
@@ -170,6 +191,10 @@ func drift(want, got jetstream.StreamConfig) (blocking, other []string) {
 		blocking bool
 	}{
 		{"subjects", slices.Equal(got.Subjects, want.Subjects), true},
+		// Without a mapping every order.created.<key> stays unpartitioned, which stock's
+		// consumer of the unpartitioned subjects takes: slower, not wrong. A different mapping
+		// may fill partitions no consumer of this build reads.
+		{"subject transform", sameTransform(got.SubjectTransform, want.SubjectTransform), got.SubjectTransform != nil},
 		{"retention", got.Retention == want.Retention, true},
 		{"max messages per subject", perSubject(got.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject), true},
 		{"message schedules", got.AllowMsgSchedules == want.AllowMsgSchedules, true},
@@ -187,6 +212,13 @@ func drift(want, got jetstream.StreamConfig) (blocking, other []string) {
 		}
 	}
 	return blocking, other
+}
+
+func sameTransform(a, b *jetstream.SubjectTransformConfig) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // PrepareStreams readies the streams before a service uses them and returns the lesser

@@ -30,7 +30,7 @@ type MetricFigures struct {
 	Rejected      int64   // ... {outcome="rejected"}, increase
 	LockBatches   int64   // stockflow_combine_batch_size{batcher="lock"} count, increase
 	LockBatchMean float64 // its sum over its count, for the sale
-	LagPeak       int64   // max stockflow_messaging_consumer_lag{consumer="stock-order-created"}
+	LagPeak       int64   // max of stockflow_messaging_consumer_lag summed over stock's order.created consumers
 }
 
 // stockMetrics is one scrape of the figures MetricFigures is made of.
@@ -60,9 +60,11 @@ func (c *Client) stockMetrics(ctx context.Context) (stockMetrics, error) {
 			m.batched += s.GetHistogram().GetSampleSum()
 		}
 	}
+	// order.created is consumed per partition (stock-order-created-p<n>) and, for older
+	// producers, unpartitioned (stock-order-created): its lag is theirs together.
 	for _, s := range fams[metricConsumerLag].GetMetric() {
-		if label(s, "consumer") == lockConsumer {
-			m.lag = max(m.lag, s.GetGauge().GetValue())
+		if c := label(s, "consumer"); c == lockConsumer || strings.HasPrefix(c, lockConsumer+"-p") {
+			m.lag += s.GetGauge().GetValue()
 		}
 	}
 	return m, nil

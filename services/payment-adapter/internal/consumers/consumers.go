@@ -25,7 +25,7 @@ const (
 
 // All returns payment-adapter's consumers:
 //
-//	payment-adapter-order-created           ORDER  order.created           keep the order's total
+//	payment-adapter-order-created           ORDER  order.created(.>)       keep the order's total
 //	payment-adapter-stock-sell-failed       STOCK  stock.sell_failed       refund that payment
 //	payment-adapter-order-refund-requested  ORDER  order.refund_requested  refund the order's payments
 //	payment-adapter-refund-requested        PAYMENT payment.refund_requested ask the provider for a recorded refund
@@ -39,7 +39,7 @@ const (
 // that. Every other error is retried.
 func All(svc *app.Service) []service.Consumer {
 	return []service.Consumer{
-		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated),
+		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".>"),
 			Handle: natsx.On(OrderCreated, natsx.Errors{}, svc.RememberOrder)},
 		{Spec: spec(natsx.StreamStock, StockSellFailed, events.SubjectStockSellFailed),
 			Handle: natsx.On(StockSellFailed, natsx.Errors{Permanent: []error{app.ErrPaymentUnknown}},

@@ -8,6 +8,7 @@ package consumers
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -33,14 +34,22 @@ var errs = natsx.Errors{
 	Permanent: []error{stock.ErrLockNotHeld, stock.ErrBadOrder, stock.ErrBadQuantity, stock.ErrBadSKU},
 }
 
+// OrderCreatedPartition is the durable consumer of partition p of order.created
+// (natsx.OrderCreatedPartitions): every replica runs it, one at a time receives its messages.
+// All of them share OrderCreated's inbox rows.
+func OrderCreatedPartition(p int) string { return fmt.Sprintf("%s-p%d", OrderCreated, p) }
+
 // All returns the stock service's consumers.
 func All(svc *app.Service) []service.Consumer {
-	return []service.Consumer{
-		{Spec: combined(spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated)),
-			Handle: natsx.On(OrderCreated, errs, func(ctx context.Context, in inbox.Message, ev events.OrderCreated) error {
-				_, err := svc.LockForOrder(ctx, &in, ev.OrderID, ev.Lines(), ev.PaymentDeadline, app.Operator)
-				return err
-			})},
+	lockForOrder := natsx.On(OrderCreated, errs, func(ctx context.Context, in inbox.Message, ev events.OrderCreated) error {
+		_, err := svc.LockForOrder(ctx, &in, ev.OrderID, ev.Lines(), ev.PaymentDeadline, app.Operator)
+		return err
+	})
+	all := []service.Consumer{
+		// order.created of older producers (no key) and of a stream without the partition
+		// mapping (order.created.<key>); the partitions are appended below.
+		{Spec: combined(spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".*")),
+			Handle: lockForOrder},
 		{Spec: spec(natsx.StreamOrder, OrderRequests, events.SubjectOrderCancelRequested, events.SubjectOrderRefundRequested, events.SubjectOrderShipped),
 			Handle: natsx.Switch(OrderRequests, errs,
 				natsx.Case(func(ctx context.Context, in inbox.Message, ev events.OrderCancelRequested) error {
@@ -67,6 +76,12 @@ func All(svc *app.Service) []service.Consumer {
 				return early(err)
 			})},
 	}
+	for p := range natsx.OrderCreatedPartitions {
+		s := combined(spec(natsx.StreamOrder, OrderCreatedPartition(p), natsx.OrderCreatedPartition(p)))
+		s.PriorityGroup = "stock"
+		all = append(all, service.Consumer{Spec: s, Handle: lockForOrder})
+	}
+	return all
 }
 
 // early asks for a timeout that came before the lock's deadline on stock's clock (the timeout
