@@ -86,7 +86,7 @@ func setup(t *testing.T) *env {
 	h := natsx.On(durable, natsx.Errors{Permanent: []error{errUnknownSKU}}, s.lock)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: durable,
-		FilterSubjects: []string{events.SubjectOrderCreated}}, h, log)
+		FilterSubjects: []string{events.SubjectOrderCreated + ".>"}}, h, log)
 	require.NoError(t, err)
 	t.Cleanup(stop)
 
@@ -173,7 +173,7 @@ func TestReplayAfterTheFixAppliesOnceAndAgainChangesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.pending(t)) == 1 }, 10*time.Second, 50*time.Millisecond, "not dead-lettered")
 
 	dl := e.pending(t)[0]
-	assert.Equal(t, events.SubjectOrderCreated, dl.Subject)
+	assert.Regexp(t, `^order\.created\.\d+\.sku-1$`, dl.Subject, "the subject the stream stored: order.created.<partition>.<key>")
 	assert.Equal(t, durable, dl.Consumer)
 	assert.Equal(t, "poison", dl.Reason)
 	assert.Contains(t, dl.Error, "unknown sku")

@@ -109,7 +109,7 @@ func TestServeEndToEnd(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		m, err := s.GetLastMsgForSubject(ctx, events.SubjectOrderCreated)
+		m, err := s.GetLastMsgForSubject(ctx, events.SubjectOrderCreated+".>")
 		if err != nil {
 			return false
 		}

@@ -129,9 +129,11 @@ func (e *env) count(t *testing.T, sql string) int {
 	return n
 }
 
+// outbox returns the bodies of the outbox rows of an event type: its subject, or for a keyed
+// event (order.created.<key>) that subject followed by a key.
 func (e *env) outbox(t *testing.T, subject string) []string {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT data FROM outbox WHERE subject = $1 ORDER BY id`, subject)
+	rows, err := e.pool.Query(context.Background(), `SELECT data FROM outbox WHERE subject = $1 OR subject LIKE $1 || '.%' ORDER BY id`, subject)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []string
