@@ -63,6 +63,22 @@ func SubjectOf(ev Event) string {
 	return ev.Subject()
 }
 
+// SubjectTemplate is subject with a Keyed event's key (and whatever the stream put before it,
+// a partition) named instead of spelled out: order.created.SKU-1 and order.created.3.SKU-1
+// are order.created.{key}. Span names use it, as OpenTelemetry's messaging conventions ask
+// for a destination of low cardinality; every other subject is its own template.
+func SubjectTemplate(subject string) string {
+	for _, t := range keyedTypes {
+		if strings.HasPrefix(subject, t+".") {
+			return t + ".{key}"
+		}
+	}
+	return subject
+}
+
+// keyedTypes are the Subjects of the Keyed events.
+var keyedTypes = []string{SubjectOrderCreated}
+
 // SubjectKey turns a SKU into a subject token: a SKU may contain '.', a token may not. A string
 // that is no SKU (ValidSKU) becomes "invalid", so that its event still reaches a consumer that
 // answers it.

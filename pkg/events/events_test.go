@@ -133,10 +133,22 @@ func TestOrderCreatedIsPublishedUnderItsLowestSKUAsAToken(t *testing.T) {
 		m, err := events.Encode(ev, at)
 		require.NoError(t, err)
 		assert.Equal(t, c.want, m.Subject)
+		assert.Equal(t, "order.created.{key}", events.SubjectTemplate(m.Subject))
 		env, got, err := events.Decode[events.OrderCreated](m.Data)
 		require.NoError(t, err)
 		assert.Equal(t, events.SubjectOrderCreated, env.Type, "the envelope's type has no key")
 		assert.Equal(t, ev, got)
+	}
+}
+
+func TestSubjectTemplateNamesOnlyAKey(t *testing.T) {
+	for subject, want := range map[string]string{
+		"order.created.SKU-1":   "order.created.{key}",
+		"order.created.3.SKU-1": "order.created.{key}",
+		"order.created":         "order.created",
+		"stock.locked":          "stock.locked",
+	} {
+		assert.Equal(t, want, events.SubjectTemplate(subject), subject)
 	}
 }
 

@@ -416,12 +416,13 @@ func (c *consumer) handle(msg jetstream.Msg) {
 	c.metrics.delivered(c.ctx, numDelivered)
 
 	ctx := telemetry.ExtractNATS(c.ctx, msg.Headers())
-	ctx, span := c.tracer.Start(ctx, "process "+msg.Subject(),
+	ctx, span := c.tracer.Start(ctx, "process "+events.SubjectTemplate(msg.Subject()),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.operation.type", "process"),
 			attribute.String("messaging.destination.name", msg.Subject()),
+			attribute.String("messaging.destination.template", events.SubjectTemplate(msg.Subject())),
 			attribute.String("messaging.consumer.group.name", c.spec.Durable),
 			attribute.String("messaging.message.id", msg.Headers().Get(jetstream.MsgIDHeader)),
 			attribute.Int64("messaging.nats.stream_sequence", int64(seq)),

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/telemetry"
 )
 
@@ -25,12 +26,13 @@ func startSend(ctx context.Context, x row, h nats.Header) trace.Span {
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		return trace.SpanFromContext(ctx) // ctx carries no span: a no-op one
 	}
-	sctx, span := otel.Tracer(traceScope).Start(parent, "send "+x.subject,
+	sctx, span := otel.Tracer(traceScope).Start(parent, "send "+events.SubjectTemplate(x.subject),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.operation.type", "send"),
 			attribute.String("messaging.destination.name", x.subject),
+			attribute.String("messaging.destination.template", events.SubjectTemplate(x.subject)),
 			attribute.String("messaging.message.id", x.eventID),
 		))
 	telemetry.InjectNATS(sctx, h)

@@ -267,21 +267,23 @@ func send(subject string) string    { return "send " + subject }
 //     timeout (the deadline cancelled) and order follow in it, each through its sender's
 //     relay, with no orphans either.
 func TestTraceFollowsAnOrderAcrossTheFourServices(t *testing.T) {
+	// order.created.<key> is named by its template in span names (events.SubjectTemplate).
+	createdTemplate := events.SubjectOrderCreated + ".{key}"
 	c := client{t}
 	id, traceID, clientSpan := placeTraced(c, newSKU(t, c, 5), "")
 	c.waitStatus(id, "awaiting_payment", 10*time.Second)
 
 	orderTrace := requireEdges(t, traceID, [][4]string{
-		{"order", send(events.SubjectOrderCreated), "order", "POST /v1/orders"}, // the relay, from the outbox row
-		{"stock", process(events.SubjectOrderCreated), "order", send(events.SubjectOrderCreated)},
-		{"stock", send(events.SubjectStockLocked), "stock", process(events.SubjectOrderCreated)},
+		{"order", send(createdTemplate), "order", "POST /v1/orders"}, // the relay, from the outbox row
+		{"stock", process(createdTemplate), "order", send(createdTemplate)},
+		{"stock", send(events.SubjectStockLocked), "stock", process(createdTemplate)},
 		{"timeout", process(events.SubjectStockLocked), "stock", send(events.SubjectStockLocked)},
-		{"payment-adapter", process(events.SubjectOrderCreated), "order", send(events.SubjectOrderCreated)},
+		{"payment-adapter", process(createdTemplate), "order", send(createdTemplate)},
 	})
 	root, _ := find(orderTrace, "order", "POST /v1/orders")
 	assert.Equal(t, tracepb.Span_SPAN_KIND_SERVER, root.Kind)
 	assert.Equal(t, clientSpan, root.Parent, "order's request span continues the client's traceparent")
-	remembered, _ := find(orderTrace, "payment-adapter", process(events.SubjectOrderCreated))
+	remembered, _ := find(orderTrace, "payment-adapter", process(createdTemplate))
 
 	status, body := c.pay(id, 4900, "txn-"+id) // payment-adapter has the order: its span is in
 	require.Equal(t, http.StatusOK, status, "%v", body)
