@@ -61,7 +61,7 @@ func TestDLQCommands(t *testing.T) {
 		})
 	})
 	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "stock-order-created",
-		FilterSubjects: []string{events.SubjectOrderCreated}}, h, log)
+		FilterSubjects: []string{events.SubjectOrderCreated + ".>"}}, h, log)
 	require.NoError(t, err)
 	t.Cleanup(stop)
 
@@ -98,7 +98,7 @@ func TestDLQCommands(t *testing.T) {
 		return dlqList(ctx, c, services, pending, false, false, &out) == nil && bytes.Contains(out.Bytes(), []byte("stock-order-created"))
 	}, 10*time.Second, 50*time.Millisecond)
 	t.Logf("stockflow dlq list\n%s", out.String())
-	assert.Regexp(t, regexp.MustCompile(`(?m)^stock\s+1\s+\S+\s+stock-order-created\s+order.created\s+poison\s+1\s+0\s+stock-order-created: lock order o-7: unknown sku`), out.String())
+	assert.Regexp(t, regexp.MustCompile(`(?m)^stock\s+1\s+\S+\s+stock-order-created\s+order\.created\.\d+\.\S+\s+poison\s+1\s+0\s+stock-order-created: lock order o-7: unknown sku`), out.String())
 
 	out.Reset()
 	require.NoError(t, dlqOne(ctx, c, services, "show", 1, false, &out))
