@@ -23,64 +23,71 @@ import (
 )
 
 // BenchmarkOrderCreatedReplicas measures how fast stock replicas lock a backlog of b.N
-// order.created of one hot SKU (one unit each, enough stock for all): the events wait in the
+// order.created of one hot SKU, or of 16 taken in turn (one unit each, enough stock for all:
+// a multi-SKU flash sale): the events wait in the
 // stream, then the replicas start — each with its own pool, NATS connection, consumers and
 // outbox relay, as a process has — and the clock runs until the ledger holds b.N lock rows.
 //
 //	replicas=1          one replica
-//	replicas=2/pinned   two, each partition pinned to one of them (the SKU's locks on one)
-//	replicas=2/shared   two pulling the same partition (no PriorityGroup): as before
-//	                    partitions, both replicas lock the SKU and their batches queue on its row
+//	replicas=2/pinned   two, each partition pinned to one of them (a SKU's locks on one)
+//	replicas=2/shared   two pulling every partition (no PriorityGroup): as before partitions,
+//	                    both replicas lock every SKU and their batches queue on the same rows
 //
 // It reports locks/s and orders per lock batch (lock rows per distinct transaction time).
 // NATS is embedded without sync_interval: always, so the figures are stock's and the
 // database's. go test -run '^$' -bench OrderCreatedReplicas -benchtime 5000x ./internal/consumers/
 func BenchmarkOrderCreatedReplicas(b *testing.B) {
-	for _, c := range []struct {
-		name     string
-		replicas int
-		pinned   bool
-	}{{"replicas=1", 1, true}, {"replicas=2/pinned", 2, true}, {"replicas=2/shared", 2, false}} {
-		b.Run(c.name, func(b *testing.B) {
-			ctx := context.Background()
-			pool, dbURL := pgtest.New(b, service.Schemas(postgres.Schema)...)
-			natsURL := natstest.Start(b)
-			nc, js, err := natsx.Connect(ctx, natsURL, "bench")
-			require.NoError(b, err)
-			b.Cleanup(nc.Close)
-			require.NoError(b, natsx.ApplyStreams(ctx, js, 1))
-			_, err = app.New(postgres.NewStore(pool)).CreateSKU(ctx, "HOT-1", int64(b.N), "bench")
-			require.NoError(b, err)
-			backlog(b, js, b.N)
-
-			b.ResetTimer()
-			start := time.Now()
-			for r := range c.replicas {
-				startReplica(b, dbURL, natsURL, fmt.Sprintf("replica-%d", r+1), c.pinned)
-			}
-			var locks, batches int
-			deadline := time.Now().Add(5 * time.Minute)
-			for locks < b.N {
-				require.True(b, time.Now().Before(deadline), "%d of %d locked after 5 minutes", locks, b.N)
-				time.Sleep(10 * time.Millisecond)
-				require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM stock_ledger WHERE change_type = 'lock'`).Scan(&locks))
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			require.NoError(b, pool.QueryRow(ctx, `SELECT count(DISTINCT created_at) FROM stock_ledger WHERE change_type = 'lock'`).Scan(&batches))
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
-			b.ReportMetric(float64(b.N)/float64(batches), "orders/batch")
-		})
+	for _, skus := range []int{1, 16} {
+		for _, c := range []struct {
+			name     string
+			replicas int
+			pinned   bool
+		}{{"replicas=1", 1, true}, {"replicas=2/pinned", 2, true}, {"replicas=2/shared", 2, false}} {
+			b.Run(fmt.Sprintf("skus=%d/%s", skus, c.name), func(b *testing.B) { benchReplicas(b, skus, c.replicas, c.pinned) })
+		}
 	}
 }
 
-// backlog publishes n order.created of HOT-1, as the order service's relay does (async, with
+func benchReplicas(b *testing.B, skus, replicas int, pinned bool) {
+	ctx := context.Background()
+	pool, dbURL := pgtest.New(b, service.Schemas(postgres.Schema)...)
+	natsURL := natstest.Start(b)
+	nc, js, err := natsx.Connect(ctx, natsURL, "bench")
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	require.NoError(b, natsx.ApplyStreams(ctx, js, 1))
+	for k := range skus {
+		_, err = app.New(postgres.NewStore(pool)).CreateSKU(ctx, fmt.Sprintf("HOT-%d", k), int64(b.N), "bench")
+		require.NoError(b, err)
+	}
+	backlog(b, js, b.N, skus)
+
+	b.ResetTimer()
+	start := time.Now()
+	for r := range replicas {
+		startReplica(b, dbURL, natsURL, fmt.Sprintf("replica-%d", r+1), pinned)
+	}
+	var locks, batches int
+	deadline := time.Now().Add(5 * time.Minute)
+	for locks < b.N {
+		require.True(b, time.Now().Before(deadline), "%d of %d locked after 5 minutes", locks, b.N)
+		time.Sleep(10 * time.Millisecond)
+		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM stock_ledger WHERE change_type = 'lock'`).Scan(&locks))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	require.NoError(b, pool.QueryRow(ctx, `SELECT count(DISTINCT created_at) FROM stock_ledger WHERE change_type = 'lock'`).Scan(&batches))
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "locks/s")
+	b.ReportMetric(float64(b.N)/float64(batches), "orders/batch")
+}
+
+// backlog publishes n order.created of HOT-0 … HOT-<skus-1> in turn, as the order service's relay does (async, with
 // their event ids as Nats-Msg-Id), and waits for every ack.
-func backlog(b *testing.B, js jetstream.JetStream, n int) {
+func backlog(b *testing.B, js jetstream.JetStream, n, skus int) {
 	b.Helper()
 	deadline := time.Now().Add(time.Hour)
 	for i := range n {
-		m, err := events.Encode(orderCreated(fmt.Sprintf("o-%d", i), "HOT-1", 1), deadline)
+		m, err := events.Encode(orderCreated(fmt.Sprintf("o-%d", i), fmt.Sprintf("HOT-%d", i%skus), 1), deadline)
 		require.NoError(b, err)
 		_, err = js.PublishAsync(m.Subject, m.Data, jetstream.WithMsgID(m.ID))
 		require.NoError(b, err)
