@@ -101,8 +101,11 @@ func spec(stream, durable string, subjects ...string) natsx.ConsumerSpec {
 
 // combinedWorkers is how many messages a consumer whose use case is combined handles at once.
 // Its handlers wait in the service's batcher without holding a database connection, so a
-// fetched batch of messages is locked (or sold, or released) in one or two transactions.
-const combinedWorkers = 128
+// fetched batch of messages is locked (or sold, or released) in one or two transactions. It is
+// twice the batcher's default batch (STOCK_COMBINE_MAX_BATCH, 128): while one batch commits,
+// its handlers are busy, and the other half gather the next one. With 128 a hot SKU's batches
+// stopped at 64 (BenchmarkOrderCreatedReplicas).
+const combinedWorkers = 256
 
 func combined(s natsx.ConsumerSpec) natsx.ConsumerSpec {
 	s.Workers, s.MaxAckPending = combinedWorkers, 4*combinedWorkers
