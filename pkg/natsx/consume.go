@@ -261,6 +261,13 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	if err != nil {
 		return nil, fmt.Errorf("consume %s/%s: create consumer: %w", spec.Stream, spec.Durable, err)
 	}
+	if spec.PriorityGroup != "" {
+		// The server drops a pin only after PinnedTTL without pulls, not when its client
+		// disconnects: a replica that crashed and restarts would wait that long for its own
+		// partitions. A starting replica unpins; a live one loses its pin once, which costs a
+		// move of the partition and nothing else.
+		unpin(js, spec, log)
+	}
 	metrics, err := newConsumerMetrics(spec, cons)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s/%s: %w", spec.Stream, spec.Durable, err)
@@ -335,9 +342,10 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 	return stop, nil
 }
 
-// unpin hands a pinned consumer to another replica now rather than after PinnedTTL: a rolling
-// restart then pauses no partition. Were this replica not the pinned one, the pinned one loses
-// its pin for one pull, which costs nothing but that pull.
+// unpin releases a pinned consumer's pin now rather than after PinnedTTL: on stop, so that a
+// rolling restart pauses no partition; on start, for a pin a crashed replica still holds. Were
+// this replica not the pinned one, the pinned one loses its pin for one pull, which costs
+// nothing but that pull.
 func unpin(js jetstream.JetStream, spec ConsumerSpec, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -55,22 +55,30 @@ func TestTheStreamPutsEveryOrderOfOneSKUInOnePartition(t *testing.T) {
 // pinnedClient consumes partition p's consumer as one replica does and records the order ids
 // it handled.
 type pinnedClient struct {
-	mu   sync.Mutex
-	got  []string
-	stop func()
+	mu    sync.Mutex
+	got   []string
+	stop  func()
+	crash func() // the connection closes under the consumer, as when the process dies
 }
 
-func (c *pinnedClient) ids() []string {
+// ids are the order ids handled, of those whose id starts with prefix.
+func (c *pinnedClient) ids(prefix string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.got...)
+	var out []string
+	for _, id := range c.got {
+		if strings.HasPrefix(id, prefix) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func startPinned(t *testing.T, url, name string, spec natsx.ConsumerSpec) *pinnedClient {
 	t.Helper()
-	_, js, err := natsx.Connect(context.Background(), url, name)
+	nc, js, err := natsx.Connect(context.Background(), url, name)
 	require.NoError(t, err)
-	c := &pinnedClient{}
+	c := &pinnedClient{crash: nc.Close}
 	c.stop, err = natsx.Consume(context.Background(), js, spec,
 		natsx.On(spec.Durable, natsx.Errors{}, func(_ context.Context, _ inbox.Message, ev events.OrderCreated) error {
 			c.mu.Lock()
@@ -105,18 +113,29 @@ func TestAPinnedConsumerFeedsOneReplicaAndMovesWhenItStops(t *testing.T) {
 			publishEvent(t, js, orderCreated(fmt.Sprintf("%s-%d", prefix, i), "HOT-1"))
 		}
 	}
-	publish("first", 50)
-	require.Eventually(t, func() bool { return len(a.ids())+len(b.ids()) == 51 }, 10*time.Second, 20*time.Millisecond)
+	// (b's start took the pin from a, if a had it: a starting replica unpins, see below.)
+	publish("first-", 50)
+	require.Eventually(t, func() bool { return len(a.ids("first-"))+len(b.ids("first-")) == 50 }, 10*time.Second, 20*time.Millisecond)
 	pinned, other := a, b
-	if len(b.ids()) > 0 {
+	if len(b.ids("first-")) > 0 {
 		pinned, other = b, a
 	}
-	assert.Empty(t, other.ids(), "one replica at a time gets the partition")
+	assert.Empty(t, other.ids("first-"), "one replica at a time gets the partition")
 
 	pinned.stop() // a rolling restart: the stopping replica hands the partition over (unpin)
 	start := time.Now()
-	publish("second", 50)
-	require.Eventually(t, func() bool { return len(other.ids()) == 50 }, natsx.PinnedTTL/2, 20*time.Millisecond,
+	publish("second-", 50)
+	require.Eventually(t, func() bool { return len(other.ids("second-")) == 50 }, natsx.PinnedTTL/2, 20*time.Millisecond,
 		"the other replica takes the partition over well before the pinned TTL")
 	t.Logf("partition moved to the other replica within %s", time.Since(start).Round(time.Millisecond))
+
+	// The other replica crashes: its connection is gone, but the server keeps its pin until
+	// PinnedTTL. The replica that starts after it unpins and gets the partition at once.
+	other.crash()
+	c := startPinned(t, url, "replica-c", spec)
+	start = time.Now()
+	publish("third-", 50)
+	require.Eventually(t, func() bool { return len(c.ids("third-")) == 50 }, natsx.PinnedTTL/2, 20*time.Millisecond,
+		"a replica starting after a crash gets the partition well before the pinned TTL")
+	t.Logf("partition moved to the replica started after the crash within %s", time.Since(start).Round(time.Millisecond))
 }
