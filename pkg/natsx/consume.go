@@ -266,7 +266,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		// disconnects: a replica that crashed and restarts would wait that long for its own
 		// partitions. A starting replica unpins; a live one loses its pin once, which costs a
 		// move of the partition and nothing else.
-		unpin(js, spec, log)
+		unpin(js, spec, "start", log)
 	}
 	metrics, err := newConsumerMetrics(spec, cons)
 	if err != nil {
@@ -328,7 +328,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 			}
 			metrics.close()
 			if spec.PriorityGroup != "" {
-				unpin(js, spec, log)
+				unpin(js, spec, "stop", log)
 			}
 		})
 	}
@@ -346,7 +346,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 // rolling restart pauses no partition; on start, for a pin a crashed replica still holds. Were
 // this replica not the pinned one, the pinned one loses its pin for one pull, which costs
 // nothing but that pull.
-func unpin(js jetstream.JetStream, spec ConsumerSpec, log *slog.Logger) {
+func unpin(js jetstream.JetStream, spec ConsumerSpec, on string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, spec.Stream)
@@ -354,7 +354,7 @@ func unpin(js jetstream.JetStream, spec ConsumerSpec, log *slog.Logger) {
 		err = s.UnpinConsumer(ctx, spec.Durable, spec.PriorityGroup)
 	}
 	if err != nil {
-		log.Warn("unpin on stop failed; another replica takes over after the pinned TTL", "err", err, "pinned_ttl", PinnedTTL)
+		log.Warn("unpin on "+on+" failed; the pin moves after the pinned TTL", "err", err, "pinned_ttl", PinnedTTL)
 	}
 }
 
@@ -424,13 +424,14 @@ func (c *consumer) handle(msg jetstream.Msg) {
 	c.metrics.delivered(c.ctx, numDelivered)
 
 	ctx := telemetry.ExtractNATS(c.ctx, msg.Headers())
-	ctx, span := c.tracer.Start(ctx, "process "+events.SubjectTemplate(msg.Subject()),
+	template := events.SubjectTemplate(msg.Subject())
+	ctx, span := c.tracer.Start(ctx, "process "+template,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.operation.type", "process"),
 			attribute.String("messaging.destination.name", msg.Subject()),
-			attribute.String("messaging.destination.template", events.SubjectTemplate(msg.Subject())),
+			attribute.String("messaging.destination.template", template),
 			attribute.String("messaging.consumer.group.name", c.spec.Durable),
 			attribute.String("messaging.message.id", msg.Headers().Get(jetstream.MsgIDHeader)),
 			attribute.Int64("messaging.nats.stream_sequence", int64(seq)),

@@ -70,11 +70,11 @@ var grants = map[string]grant{
 	},
 }
 
-// partitioned names the durables of a consumer run once per partition: <name>-p<partition>.
+// partitioned names the durables of a consumer run once per partition (PartitionDurable).
 func partitioned(stream, name string, partitions int) []durable {
 	ds := make([]durable, partitions)
 	for p := range ds {
-		ds[p] = durable{stream, fmt.Sprintf("%s-p%d", name, p)}
+		ds[p] = durable{stream, PartitionDurable(name, p)}
 	}
 	return ds
 }

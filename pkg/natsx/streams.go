@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/stockflow/stockflow/pkg/events"
 )
 
 // Stream names and the subjects each captures. Every event subject in pkg/events falls in
@@ -55,12 +57,18 @@ const OrderCreatedPartitions = 8
 
 // orderCreatedTransform is the ORDER stream's subject mapping of order.created.<key>.
 var orderCreatedTransform = &jetstream.SubjectTransformConfig{
-	Source:      "order.created.*",
-	Destination: fmt.Sprintf("order.created.{{partition(%d,1)}}.{{wildcard(1)}}", OrderCreatedPartitions),
+	Source:      events.SubjectOrderCreated + ".*",
+	Destination: fmt.Sprintf("%s.{{partition(%d,1)}}.{{wildcard(1)}}", events.SubjectOrderCreated, OrderCreatedPartitions),
 }
 
 // OrderCreatedPartition is the filter of partition p of order.created.
-func OrderCreatedPartition(p int) string { return fmt.Sprintf("order.created.%d.*", p) }
+func OrderCreatedPartition(p int) string {
+	return fmt.Sprintf("%s.%d.*", events.SubjectOrderCreated, p)
+}
+
+// PartitionDurable is the name of the durable consumer name runs once per partition, for
+// partition p: <name>-p<p>.
+func PartitionDurable(name string, p int) string { return fmt.Sprintf("%s-p%d", name, p) }
 
 // Headers of JetStream message schedules (NATS server ≥ 2.12).
 const (

@@ -26,13 +26,14 @@ func startSend(ctx context.Context, x row, h nats.Header) trace.Span {
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		return trace.SpanFromContext(ctx) // ctx carries no span: a no-op one
 	}
-	sctx, span := otel.Tracer(traceScope).Start(parent, "send "+events.SubjectTemplate(x.subject),
+	template := events.SubjectTemplate(x.subject)
+	sctx, span := otel.Tracer(traceScope).Start(parent, "send "+template,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.operation.type", "send"),
 			attribute.String("messaging.destination.name", x.subject),
-			attribute.String("messaging.destination.template", events.SubjectTemplate(x.subject)),
+			attribute.String("messaging.destination.template", template),
 			attribute.String("messaging.message.id", x.eventID),
 		))
 	telemetry.InjectNATS(sctx, h)

@@ -8,7 +8,6 @@ package consumers
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -37,7 +36,7 @@ var errs = natsx.Errors{
 // OrderCreatedPartition is the durable consumer of partition p of order.created
 // (natsx.OrderCreatedPartitions): every replica runs it, one at a time receives its messages.
 // All of them share OrderCreated's inbox rows.
-func OrderCreatedPartition(p int) string { return fmt.Sprintf("%s-p%d", OrderCreated, p) }
+func OrderCreatedPartition(p int) string { return natsx.PartitionDurable(OrderCreated, p) }
 
 // All returns the stock service's consumers.
 func All(svc *app.Service) []service.Consumer {
