@@ -29,18 +29,18 @@ func (s *Service) Reconcile(ctx context.Context, orderID, what string, apply App
 // RepublishCreated writes order.created of a still-pending order to the outbox again, under a
 // new event id (consumers' inboxes would swallow the first), for an order stock never saw.
 // Stock locks per order id, so a copy of an order it did see changes nothing there. It
-// returns false, emitting nothing, when the order is no longer pending.
-func (s *Service) RepublishCreated(ctx context.Context, orderID string) (bool, error) {
+// returns false, emitting nothing, when the order is no longer pending or was re-published
+// less than wait ago (order.Order.RepublishCreated).
+func (s *Service) RepublishCreated(ctx context.Context, orderID string, wait time.Duration) (bool, error) {
 	sent := false
 	_, err := s.update(ctx, orderID, nil, func(o *order.Order) ([]events.Message, error) {
-		if o.Status() != order.Pending {
+		if !o.RepublishCreated(s.now(), wait) {
 			return nil, nil
 		}
 		msg, err := events.Encode(orderCreated(o), s.now())
 		if err != nil {
 			return nil, err
 		}
-		o.Note(s.now(), "order.created re-published by reconciliation: stock had no record of the order")
 		sent = true
 		return []events.Message{msg}, nil
 	})

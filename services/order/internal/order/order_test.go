@@ -462,3 +462,17 @@ func TestLateSaleAfterAnotherLatePaymentWasRefunded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, order.Paid, o.Status())
 }
+
+// Reconciliation sends a pending order's order.created again at most once per wait, and
+// never for an order that left pending.
+func TestRepublishCreatedWaitsForItsCopy(t *testing.T) {
+	at := t0
+	o := newOrder(t)
+	assert.True(t, o.RepublishCreated(at, time.Minute))
+	assert.False(t, o.RepublishCreated(at.Add(59*time.Second), time.Minute), "within the wait")
+	assert.True(t, o.RepublishCreated(at.Add(time.Minute), time.Minute), "after it")
+	_, err := o.StockLocked(at.Add(2 * time.Minute))
+	require.NoError(t, err)
+	assert.False(t, o.RepublishCreated(at.Add(time.Hour), time.Minute), "no longer pending")
+	assert.Len(t, o.History(), 4, "created, two copies, locked")
+}

@@ -294,3 +294,29 @@ func (o *Order) PaymentRefunded(at time.Time, paymentID string) (changed bool, e
 func (o *Order) Note(at time.Time, reason string) {
 	o.record(o.status, at, reason)
 }
+
+// republishedNote starts the entry RepublishCreated writes.
+const republishedNote = "order.created re-published by reconciliation"
+
+// RepublishCreated records that reconciliation sends order.created again, because stock has
+// no record of the order. It refuses (false) when the order is no longer pending, and when
+// its last re-publication is younger than wait: stock has not had its grace for that copy
+// yet (a stock down for an hour is not sent a copy per reconciliation run). Each entry
+// carries its number, so the history tells the attempts apart.
+func (o *Order) RepublishCreated(at time.Time, wait time.Duration) bool {
+	if o.status != Pending {
+		return false
+	}
+	n := 0
+	var last time.Time
+	for _, h := range o.history {
+		if strings.HasPrefix(h.Reason, republishedNote) {
+			n, last = n+1, h.At
+		}
+	}
+	if n > 0 && at.Sub(last) < wait {
+		return false
+	}
+	o.record(o.status, at, fmt.Sprintf("%s (%d): stock had no record of the order", republishedNote, n+1))
+	return true
+}

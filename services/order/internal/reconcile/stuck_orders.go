@@ -27,7 +27,8 @@ import (
 //	locks released                → closed, or cancelled when a cancel was requested (stock.released)
 //	locks held, order pending     → awaiting_payment (stock.locked); stock's overdue sweep releases them
 //	locks held, awaiting_payment  → reported only: stock's overdue-lock job releases them
-//	stock never saw a pending order → order.created re-published (new event id)
+//	stock never saw a pending order → order.created re-published (new event id), at most
+//	                                   once per cfg.StuckOrdersGrace
 //
 // See docs/decisions/0003-reconciliation.md.
 func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) reconcile.Job {
@@ -49,7 +50,7 @@ func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) recon
 				res.Findings = append(res.Findings, f)
 				continue
 			}
-			what, apply := derive(o, status == http.StatusNotFound, so)
+			what, apply := derive(o, status == http.StatusNotFound, so, cfg.StuckOrdersGrace)
 			f.Detail += "; stock: " + what
 			if mode == reconcile.Repair && apply != nil {
 				f.Repaired, f.Error = apply(ctx, svc, o.ID())
@@ -65,13 +66,14 @@ type repair func(ctx context.Context, svc *app.Service, orderID string) (bool, s
 
 // derive says what stock's record means for a stuck order and how to apply it (nil: nothing
 // this service can do).
-func derive(o *order.Order, unknown bool, so events.StockOrder) (string, repair) {
+// A re-published order.created gets the grace its first copy got before it is sent again.
+func derive(o *order.Order, unknown bool, so events.StockOrder, grace time.Duration) (string, repair) {
 	if unknown {
 		if o.Status() != order.Pending {
 			return "no record of an order it reported locked; needs a human", nil
 		}
 		return "no record of the order → order.created re-published", func(ctx context.Context, svc *app.Service, id string) (bool, string) {
-			sent, err := svc.RepublishCreated(ctx, id)
+			sent, err := svc.RepublishCreated(ctx, id, grace)
 			return sent, errText(err)
 		}
 	}

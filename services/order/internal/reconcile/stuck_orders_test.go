@@ -99,4 +99,26 @@ func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 	again, err := r.Run(ctx, "stuck_orders", pkgreconcile.Check, "test")
 	require.NoError(t, err)
 	assert.Len(t, again.Findings, 3, "the re-published order waits for stock, the two held locks for stock's sweep")
+
+	// The copy gets the grace the first order.created got: within it, no second copy; after
+	// it, a second, numbered in the history (a chaos run with stock and PostgreSQL down
+	// longer than the grace found two identical entries).
+	sent, err := svc.RepublishCreated(ctx, cases["unknown"].id, time.Hour)
+	require.NoError(t, err)
+	assert.False(t, sent, "re-published a moment ago, within an hour's wait")
+	repair, err = r.Run(ctx, "stuck_orders", pkgreconcile.Repair, "test")
+	require.NoError(t, err)
+	assert.Equal(t, 1, repair.Repaired, "a grace of 0: the unknown order is sent again %+v", repair.Findings)
+	o, err := svc.Get(ctx, cases["unknown"].id)
+	require.NoError(t, err)
+	var notes []string
+	for _, h := range o.History() {
+		if strings.Contains(h.Reason, "re-published") {
+			notes = append(notes, h.Reason)
+		}
+	}
+	assert.Equal(t, []string{
+		"order.created re-published by reconciliation (1): stock had no record of the order",
+		"order.created re-published by reconciliation (2): stock had no record of the order",
+	}, notes)
 }
