@@ -298,23 +298,24 @@ func (o *Order) Note(at time.Time, reason string) {
 // republishedNote starts the entry RepublishCreated writes.
 const republishedNote = "order.created re-published by reconciliation"
 
+// Republished says how many times reconciliation sent order.created again and when it last did.
+func (o *Order) Republished() (n int, last time.Time) {
+	for _, h := range o.history {
+		if strings.HasPrefix(h.Reason, republishedNote) {
+			n, last = n+1, h.At
+		}
+	}
+	return n, last
+}
+
 // RepublishCreated records that reconciliation sends order.created again, because stock has
 // no record of the order. It refuses (false) when the order is no longer pending, and when
 // its last re-publication is younger than wait: stock has not had its grace for that copy
 // yet (a stock down for an hour is not sent a copy per reconciliation run). Each entry
 // carries its number, so the history tells the attempts apart.
 func (o *Order) RepublishCreated(at time.Time, wait time.Duration) bool {
-	if o.status != Pending {
-		return false
-	}
-	n := 0
-	var last time.Time
-	for _, h := range o.history {
-		if strings.HasPrefix(h.Reason, republishedNote) {
-			n, last = n+1, h.At
-		}
-	}
-	if n > 0 && at.Sub(last) < wait {
+	n, last := o.Republished()
+	if o.status != Pending || (n > 0 && at.Sub(last) < wait) {
 		return false
 	}
 	o.record(o.status, at, fmt.Sprintf("%s (%d): stock had no record of the order", republishedNote, n+1))

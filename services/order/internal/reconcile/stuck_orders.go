@@ -65,12 +65,15 @@ func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) recon
 type repair func(ctx context.Context, svc *app.Service, orderID string) (bool, string)
 
 // derive says what stock's record means for a stuck order and how to apply it (nil: nothing
-// this service can do).
-// A re-published order.created gets the grace its first copy got before it is sent again.
+// this service can do, or nothing yet). A re-published order.created gets the grace its first
+// copy got before it is sent again.
 func derive(o *order.Order, unknown bool, so events.StockOrder, grace time.Duration) (string, repair) {
 	if unknown {
 		if o.Status() != order.Pending {
 			return "no record of an order it reported locked; needs a human", nil
+		}
+		if n, last := o.Republished(); n > 0 && time.Since(last) < grace {
+			return fmt.Sprintf("no record of the order; copy %d of order.created sent %s ago, within the grace", n, time.Since(last).Round(time.Second)), nil
 		}
 		return "no record of the order → order.created re-published", func(ctx context.Context, svc *app.Service, id string) (bool, string) {
 			sent, err := svc.RepublishCreated(ctx, id, grace)
