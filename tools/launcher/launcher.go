@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -245,14 +246,32 @@ func checkoutCommit(ctx context.Context, root string) string {
 	return commit
 }
 
-// FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
+// handedOut are the ports FreePort returned: a port is free only until its service binds it,
+// and the kernel may offer it again meanwhile (CI once gave stock and timeout the same one).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort is a TCP port on 127.0.0.1 that nothing listens on now, never one it returned
+// before in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			return 0, err
+		}
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // ServiceDatabaseURL is the URL of a service's own database on the system's server.
