@@ -374,14 +374,17 @@ func (g *Gate) State(ctx context.Context, sku string) (State, error) {
 	return st, nil
 }
 
-// arm: KEYS[1] gate; ARGV[1] remaining, ARGV[2] now (ms). An armed SKU keeps its held takes.
+// arm: KEYS[1] gate; ARGV[1] remaining, ARGV[2] now (ms). An armed SKU is left as it is.
 var arm = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'remaining', ARGV[1], 'armed_at', ARGV[2])
 return 1
 `)
 
-// Arm arms sku with remaining units to admit (the database's available, less what is in
-// flight). Arming an armed SKU sets its remaining and keeps its held takes.
+// Arm arms sku with remaining units to admit (the database's available). An armed SKU is
+// left as it is: two armings that both found the SKU unarmed (an operator's and the gate
+// job's) must not both set remaining, or the second would hand out again every unit taken
+// since the first. A drift is corrected with Adjust, never by arming again.
 func (g *Gate) Arm(ctx context.Context, sku string, remaining int64) error {
 	if g == nil {
 		return fmt.Errorf("gate arm %s: %w: no REDIS_URL", sku, ErrUnavailable)

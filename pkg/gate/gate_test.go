@@ -125,6 +125,23 @@ func TestManyBuyersForTheLastUnits(t *testing.T) {
 	assert.Len(t, st.Held, 37)
 }
 
+// TestArmingAnArmedSKUChangesNothing: the operator's arming and the gate job's can both find
+// a SKU unarmed; the second must not hand out again what was taken since the first.
+func TestArmingAnArmedSKUChangesNothing(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	require.NoError(t, g.Arm(ctx, "A", 3))
+	v, _ := g.Take(ctx, "o1", []gate.Line{{SKU: "A", Qty: 2}})
+	require.Equal(t, gate.Admitted, v)
+	require.NoError(t, g.Arm(ctx, "A", 3))
+	st, err := g.State(ctx, "A")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Remaining)
+	assert.Len(t, st.Held, 1)
+	v, _ = g.Take(ctx, "o2", []gate.Line{{SKU: "A", Qty: 2}})
+	assert.Equal(t, gate.SoldOut, v)
+}
+
 func TestAdjustAndArmedList(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()

@@ -214,6 +214,13 @@ func (g *Gates) Check(ctx context.Context, repair bool) (checked int, out []Gate
 	if g.gate == nil {
 		return 0, nil, nil
 	}
+	// Redis first, then the plans: Arm stores a plan before it arms Redis, so a gate seen
+	// here has its plan in what is read next. The other order took a gate an operator armed
+	// between the two reads for one without a plan, and disarmed it as a storm began.
+	armed, err := g.gate.Armed(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrGateUnavailable, err)
+	}
 	plans, err := g.store.GatePlans(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -230,10 +237,6 @@ func (g *Gates) Check(ctx context.Context, repair bool) (checked int, out []Gate
 		if c.Err != nil || c.Armed || len(c.Due) > 0 || c.Drift != 0 || c.View.Drift != 0 || !c.View.Armed {
 			out = append(out, c)
 		}
-	}
-	armed, err := g.gate.Armed(ctx)
-	if err != nil {
-		return checked, out, fmt.Errorf("%w: %w", ErrGateUnavailable, err)
 	}
 	for _, sku := range armed {
 		if planned[sku] {

@@ -23,6 +23,7 @@ import (
 type gateFixture struct {
 	svc   *app.Service
 	gates *app.Gates
+	store *postgres.Store
 	gate  *gate.Gate
 	redis *redistest.Server
 }
@@ -36,7 +37,8 @@ func newGateFixture(t *testing.T, units int64, orphanAge time.Duration) gateFixt
 	g, err := gate.New(gate.Config{RedisURL: srv.URL, Timeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
-	return gateFixture{svc: svc, gates: app.NewGates(postgres.NewStore(pool), g, orphanAge), gate: g, redis: srv}
+	store := postgres.NewStore(pool)
+	return gateFixture{svc: svc, gates: app.NewGates(store, g, orphanAge), store: store, gate: g, redis: srv}
 }
 
 // buy is what order and stock do for one buyer: take at the gate, then lock in the database.
@@ -195,4 +197,41 @@ func TestUnplannedGateIsDisarmed(t *testing.T) {
 	require.Len(t, cs, 1)
 	assert.True(t, cs[0].Disarmed)
 	assert.Equal(t, gate.Open, f.buy(t, "x", false))
+}
+
+// plansThen runs then right after the plans are read: what another replica or an operator
+// does while the gate job is between its reads.
+type plansThen struct {
+	app.GateStore
+	then func()
+}
+
+func (s plansThen) GatePlans(ctx context.Context) ([]app.GatePlan, error) {
+	plans, err := s.GateStore.GatePlans(ctx)
+	s.then()
+	return plans, err
+}
+
+// TestGateArmedDuringACheckStaysArmed: an operator arms a SKU while the gate job runs, just
+// after the job read the plans. The job must not take the new gate for one without a plan
+// and disarm it: buyers would then go the database path unchecked, and the next run would
+// arm it again from the database, blind to the orders in flight (CI's storm: 365 orders
+// stored for 200 units).
+func TestGateArmedDuringACheckStaysArmed(t *testing.T) {
+	f := newGateFixture(t, 4, time.Hour)
+	ctx := context.Background()
+	job := app.NewGates(plansThen{GateStore: f.store, then: func() {
+		_, err := f.gates.Arm(ctx, "HOT", time.Time{}, "ops")
+		require.NoError(t, err)
+	}}, f.gate, time.Hour)
+	_, cs, err := job.Check(ctx, true)
+	require.NoError(t, err)
+	for _, c := range cs {
+		assert.False(t, c.Disarmed, "%s disarmed", c.View.SKU)
+	}
+	assert.Equal(t, gate.Admitted, f.buy(t, "a", false), "the gate still turns buyers away when sold out")
+	v, err := f.gates.View(ctx, "HOT")
+	require.NoError(t, err)
+	assert.True(t, v.Armed)
+	assert.Equal(t, int64(3), v.Remaining)
 }
