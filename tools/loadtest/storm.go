@@ -96,8 +96,12 @@ type StormRun struct {
 	// (the order service's stockflow_order_gate_total{verdict="bypassed"}, increase; -1: not
 	// read). Those buyers took the database path by design, so a loser among them is stored.
 	Bypassed int
-	After    flashsale.SKUFigures
-	Checks   []Check
+	// Unarmed is how many gate calls found no SKU of the order armed during the run (the
+	// verdict "open", increase; -1: not read): every one in the run without the gate, none
+	// in the run with it, or the gate was lost mid-storm.
+	Unarmed int
+	After   flashsale.SKUFigures
+	Checks  []Check
 }
 
 // StormReport is every mode's run.
@@ -218,10 +222,11 @@ func storm(ctx context.Context, c *flashsale.Client, cfg StormConfig, mode, runI
 		}
 	}
 	sleep(ctx, 2*time.Second)
-	run.Bypassed = -1
+	run.Bypassed, run.Unarmed = -1, -1
 	verdicts1, err := c.GateVerdicts(ctx)
 	if err = errors.Join(verdictsErr, err); err == nil {
 		run.Bypassed = int(verdicts1["bypassed"] - verdicts0["bypassed"])
+		run.Unarmed = int(verdicts1["open"] - verdicts0["open"])
 	} else {
 		run.Errors = append(run.Errors, "gate verdicts not read, so no stored loser is excused: "+err.Error())
 	}
@@ -358,6 +363,7 @@ func (r *StormRun) check(cfg StormConfig, v flashsale.VerifyReport) {
 	if r.Mode == "on" {
 		add("losers the gate answered wrote nothing", r.LoserRows <= max(0, r.Bypassed),
 			fmt.Sprintf("%d orders stored for buyers who did not win; %d gate calls Redis did not answer in time took the database path", r.LoserRows, r.Bypassed))
+		add("the gate stayed armed", r.Unarmed == 0, fmt.Sprintf("%d gate calls found the SKU not armed", r.Unarmed))
 	}
 }
 
@@ -385,6 +391,7 @@ func (r *StormReport) WriteText(w io.Writer) error {
 	row("loser POST p50 / p99", func(s *StormRun) string { return ms(s.LoserP50) + " / " + ms(s.LoserP99) })
 	row("orders stored for losers", func(s *StormRun) string { return fmt.Sprint(s.LoserRows) })
 	row("gate calls Redis missed (bypassed)", func(s *StormRun) string { return fmt.Sprint(s.Bypassed) })
+	row("gate calls finding no SKU armed", func(s *StormRun) string { return fmt.Sprint(s.Unarmed) })
 	row("order db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.OrderXacts)/float64(max(1, s.Sent))) })
 	row("stock db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.StockXacts)/float64(max(1, s.Sent))) })
 	row("rows inserted / attempt", func(s *StormRun) string {
