@@ -106,6 +106,7 @@ func TestReconcilePaidNotSold(t *testing.T) {
 	repair := c.reconcile("payment-adapter", "paid_not_sold", "repair", id)
 	require.Len(t, repair, 1)
 	assert.Equal(t, true, repair[0]["repaired"], "%v", repair[0])
+	assert.Contains(t, repair[0]["detail"], "payment.succeeded re-published (1)")
 	c.waitStatus(id, "paid", 20*time.Second)
 
 	assert.Empty(t, c.reconcile("payment-adapter", "paid_not_sold", "check", id))

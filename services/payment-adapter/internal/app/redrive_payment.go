@@ -19,28 +19,27 @@ func (s *Service) ListSucceeded(ctx context.Context, from, to time.Time, limit i
 }
 
 // RedrivePayment publishes payment.succeeded of a succeeded payment again, through the outbox,
-// for a payment whose sale stock never made (the first event was lost or dead-lettered). The
-// event has a new id — the consumers' inbox would swallow the first id — and the same
-// payload: stock sells per payment id, so a payment it did sell meanwhile is a no-op there.
-// A payment no longer succeeded (refunded meanwhile, or failed) emits nothing and returns
-// false.
-func (s *Service) RedrivePayment(ctx context.Context, paymentID string) (bool, error) {
-	sent := false
-	_, _, err := s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
+// for a payment whose sale stock never made (the first event was lost or dead-lettered), and
+// returns which copy it was (payment.Payment.Redrive: at most one per wait). The event has
+// its own id — the consumers' inbox would swallow the first one — and the same payload:
+// stock sells per payment id, so a payment it did sell meanwhile is a no-op there. Errors:
+// payment.ErrNotSucceeded (refunded meanwhile, or failed) and payment.ErrRedriveWaiting emit
+// nothing.
+func (s *Service) RedrivePayment(ctx context.Context, paymentID string, wait time.Duration) (n int, err error) {
+	_, _, err = s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
 		func(p *payment.Payment) (bool, []events.Message, error) {
-			if p.Status() != payment.Succeeded {
-				return false, nil, nil
+			if n, err = p.Redrive(s.now(), wait); err != nil {
+				return false, nil, err
 			}
 			ev := succeeded(p)
-			msg, err := events.EncodeWithID(ev.Subject()+":"+p.ID()+":redrive:"+s.newID(), ev, s.now())
+			msg, err := events.EncodeWithID(fmt.Sprintf("%s:%s:redrive:%d", ev.Subject(), p.ID(), n), ev, s.now())
 			if err != nil {
 				return false, nil, err
 			}
-			sent = true
-			return false, []events.Message{msg}, nil
+			return true, []events.Message{msg}, nil
 		})
 	if err != nil {
-		return false, fmt.Errorf("redrive payment %s: %w", paymentID, err)
+		return 0, fmt.Errorf("redrive payment %s: %w", paymentID, err)
 	}
-	return sent, nil
+	return n, nil
 }

@@ -72,8 +72,12 @@ type paymentView struct {
 	Status        string      `json:"status"`
 	FailureReason string      `json:"failure_reason,omitempty"`
 	Refund        *refundView `json:"refund,omitempty"`
-	CreatedAt     time.Time   `json:"created_at"`
-	UpdatedAt     time.Time   `json:"updated_at"`
+	// Redrives: copies of payment.succeeded the paid_not_sold job re-published, the last at
+	// RedrivenAt (stock had not sold the order).
+	Redrives   int        `json:"redrives,omitempty"`
+	RedrivenAt *time.Time `json:"redriven_at,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
 }
 
 func viewPayment(p *payment.Payment) paymentView {
@@ -81,7 +85,7 @@ func viewPayment(p *payment.Payment) paymentView {
 	v := paymentView{
 		PaymentID: s.ID, OrderID: s.OrderID, Provider: s.Provider, ProviderTxnID: s.ProviderTxnID,
 		Amount: s.Amount, Currency: s.Currency, Status: s.Status.String(), FailureReason: s.FailureReason,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Redrives: s.Redrives, RedrivenAt: timePtr(s.RedrivenAt), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 	if r := s.Refund; r != nil {
 		v.Refund = &refundView{RefundID: r.ID, ProviderRefundID: r.ProviderRefundID, Status: r.State.String(), Reason: r.Reason,

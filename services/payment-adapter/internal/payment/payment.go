@@ -35,6 +35,10 @@ var (
 	ErrIgnoredNotification = errors.New("notification ignored")
 	// ErrProviderRefused: the provider answered that a request can never succeed.
 	ErrProviderRefused = errors.New("provider refused")
+	// ErrNotSucceeded: the payment is not (or no longer) succeeded.
+	ErrNotSucceeded = errors.New("payment not succeeded")
+	// ErrRedriveWaiting: a copy of the payment's payment.succeeded went out within its wait.
+	ErrRedriveWaiting = errors.New("payment.succeeded re-published recently")
 )
 
 // Failure reasons of a failed payment.
@@ -236,6 +240,8 @@ type Payment struct {
 	status        Status
 	failureReason string
 	refund        *Refund
+	redrives      int       // copies of payment.succeeded re-published by reconciliation
+	redrivenAt    time.Time // when the last copy was
 	createdAt     time.Time
 	updatedAt     time.Time
 }
@@ -284,6 +290,8 @@ type Snapshot struct {
 	Status        Status
 	FailureReason string
 	Refund        *Refund
+	Redrives      int
+	RedrivenAt    time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
@@ -298,7 +306,7 @@ func Restore(s Snapshot) *Payment {
 	return &Payment{
 		id: s.ID, orderID: s.OrderID, provider: s.Provider, providerTxnID: s.ProviderTxnID,
 		amount: s.Amount, currency: s.Currency, status: s.Status, failureReason: s.FailureReason,
-		refund: r, createdAt: s.CreatedAt, updatedAt: s.UpdatedAt,
+		refund: r, redrives: s.Redrives, redrivenAt: s.RedrivenAt, createdAt: s.CreatedAt, updatedAt: s.UpdatedAt,
 	}
 }
 
@@ -307,7 +315,7 @@ func (p *Payment) Snapshot() Snapshot {
 	s := Snapshot{
 		ID: p.id, OrderID: p.orderID, Provider: p.provider, ProviderTxnID: p.providerTxnID,
 		Amount: p.amount, Currency: p.currency, Status: p.status, FailureReason: p.failureReason,
-		CreatedAt: p.createdAt, UpdatedAt: p.updatedAt,
+		Redrives: p.redrives, RedrivenAt: p.redrivenAt, CreatedAt: p.createdAt, UpdatedAt: p.updatedAt,
 	}
 	if p.refund != nil {
 		r := *p.refund
@@ -356,6 +364,26 @@ func (p *Payment) Matches(n Notification) bool {
 	return p.provider == n.Provider && p.providerTxnID == n.ProviderTxnID && p.orderID == n.OrderID &&
 		p.amount == n.Amount && p.currency == n.Currency && declined == (n.Outcome == OutcomeFailed)
 }
+
+// Redrive records that the payment's payment.succeeded is published again, because stock
+// has not sold its order (the paid_not_sold job), and returns which copy this is (1, 2, …).
+// A copy gets the time the first event got: a next one is refused within wait of the last
+// (ErrRedriveWaiting), so a stock that is down for an hour is not sent a copy on every run.
+// A payment no longer succeeded has nothing to re-drive (ErrNotSucceeded).
+func (p *Payment) Redrive(at time.Time, wait time.Duration) (n int, err error) {
+	switch {
+	case p.status != Succeeded:
+		return 0, fmt.Errorf("%w: payment %s is %s", ErrNotSucceeded, p.id, p.status)
+	case p.redrives > 0 && at.Before(p.redrivenAt.Add(wait)):
+		return 0, fmt.Errorf("%w: copy %d of payment %s went out at %s", ErrRedriveWaiting, p.redrives, p.id, p.redrivenAt.Format(time.RFC3339))
+	}
+	p.redrives, p.redrivenAt, p.updatedAt = p.redrives+1, at, at
+	return p.redrives, nil
+}
+
+// Redriven returns how many copies of payment.succeeded reconciliation published, and when
+// the last one went out.
+func (p *Payment) Redriven() (n int, last time.Time) { return p.redrives, p.redrivenAt }
 
 // CapturedMismatch reports whether p failed only because its amount or currency was not the
 // order's: the provider said succeeded and holds the money, but it never paid the order. Such

@@ -198,3 +198,29 @@ func TestRegistry(t *testing.T) {
 	_, err = r.Refunder("stripe")
 	assert.ErrorIs(t, err, payment.ErrUnknownProvider)
 }
+
+// TestRedriveWaitsForItsCopy: reconciliation re-publishes payment.succeeded at most once per
+// wait, numbering the copies, and never for a payment no longer succeeded.
+func TestRedriveWaitsForItsCopy(t *testing.T) {
+	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
+	require.NoError(t, err)
+	n, err := p.Redrive(now.Add(time.Minute), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	_, err = p.Redrive(now.Add(time.Minute+59*time.Second), time.Minute)
+	assert.ErrorIs(t, err, payment.ErrRedriveWaiting)
+	n, err = p.Redrive(now.Add(2*time.Minute), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	got, last := p.Redriven()
+	assert.Equal(t, 2, got)
+	assert.Equal(t, now.Add(2*time.Minute), last)
+	assert.Equal(t, 2, payment.Restore(p.Snapshot()).Snapshot().Redrives, "kept through storage")
+
+	_, err = p.RequestRefund("sell_failed", now.Add(3*time.Minute))
+	require.NoError(t, err)
+	_, err = p.ApplyRefundResult(payment.RefundResult{ProviderRefundID: "re-1", Status: payment.RefundSucceeded}, now.Add(3*time.Minute))
+	require.NoError(t, err)
+	_, err = p.Redrive(now.Add(time.Hour), time.Minute)
+	assert.ErrorIs(t, err, payment.ErrNotSucceeded)
+}

@@ -163,15 +163,17 @@ func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.S
 	return duplicate, found, nil
 }
 
-// save writes the mutable columns of p: status and refund.
+// save writes the mutable columns of p: status, refund and re-drives.
 func save(ctx context.Context, tx pgx.Tx, p *payment.Payment) error {
 	snap := p.Snapshot()
 	_, err := tx.Exec(ctx, `
 		UPDATE payments SET status = $2, failure_reason = $3, updated_at = $4,
 		       refund_id = $5, provider_refund_id = $6, refund_reason = $7, refunded_at = $8, refund_status = $9,
-		       refund_attempts = $10, refund_next_attempt_at = $11, refund_last_error = $12, refund_requested_at = $13
+		       refund_attempts = $10, refund_next_attempt_at = $11, refund_last_error = $12, refund_requested_at = $13,
+		       redrives = $14, redriven_at = $15
 		 WHERE payment_id = $1`,
-		append([]any{snap.ID, snap.Status.String(), nullString(snap.FailureReason), snap.UpdatedAt}, refundColumns(snap.Refund)...)...)
+		append(append([]any{snap.ID, snap.Status.String(), nullString(snap.FailureReason), snap.UpdatedAt}, refundColumns(snap.Refund)...),
+			snap.Redrives, nullTime(snap.RedrivenAt))...)
 	if err != nil {
 		return fmt.Errorf("save payment %s: %w", snap.ID, err)
 	}
@@ -267,7 +269,7 @@ const selectPayments = `
 	SELECT payment_id, provider, provider_txn_id, order_id, amount, currency, status, coalesce(failure_reason, ''),
 	       refund_id, coalesce(provider_refund_id, ''), coalesce(refund_reason, ''), refunded_at,
 	       refund_status, refund_attempts, refund_next_attempt_at, coalesce(refund_last_error, ''), refund_requested_at,
-	       created_at, updated_at
+	       redrives, redriven_at, created_at, updated_at
 	  FROM payments`
 
 func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.Payment, error) {
@@ -282,11 +284,12 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.
 			refundID, refundStatus            *string
 			providerRefundID, rfReason, rfErr string
 			refundedAt, nextAt, requestedAt   *time.Time
+			redrivenAt                        *time.Time
 			attempts                          int
 		)
 		if err := r.Scan(&s.ID, &s.Provider, &s.ProviderTxnID, &s.OrderID, &s.Amount, &s.Currency, &status, &s.FailureReason,
 			&refundID, &providerRefundID, &rfReason, &refundedAt, &refundStatus, &attempts, &nextAt, &rfErr, &requestedAt,
-			&s.CreatedAt, &s.UpdatedAt); err != nil {
+			&s.Redrives, &redrivenAt, &s.CreatedAt, &s.UpdatedAt); err != nil {
 			return nil, err
 		}
 		st, err := payment.ParseStatus(status)
@@ -310,7 +313,7 @@ func query(ctx context.Context, q querier, sql string, args ...any) ([]*payment.
 			}
 			s.Refund = rf
 		}
-		s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+		s.RedrivenAt, s.CreatedAt, s.UpdatedAt = utc(redrivenAt), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 		return payment.Restore(s), nil
 	})
 	if err != nil {

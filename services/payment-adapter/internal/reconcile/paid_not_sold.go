@@ -7,6 +7,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/app"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/config"
+	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
 
 // PaidNotSold is job 2: payments still succeeded, recorded between cfg.PaidNotSoldLookback
@@ -24,7 +26,9 @@ import (
 // names another payment (or none) as the one that sold the order, or stock never saw the
 // order. Repair publishes the payment's payment.succeeded again under a new event id
 // (app.RedrivePayment), so stock sells it through its normal path — or answers
-// stock.sell_failed, and this service refunds the payment as it always does.
+// stock.sell_failed, and this service refunds the payment as it always does. A payment gets
+// at most one copy per cfg.PaidNotSoldAge, the time its first event got: while stock is
+// down the job reports the copy it sent instead of sending one on every run.
 //
 // A payment whose stock.sell_failed was handled is refunded, so it is not a candidate; the
 // age keeps one whose events are merely in flight out of the way.
@@ -58,16 +62,29 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 			default:
 				f.Detail = "payment succeeded; stock sold the order under payment " + o.PaidBy + " (this one must be refunded)"
 			}
+			if n, last := p.Redriven(); n > 0 {
+				f.Values["redrives"] = int64(n)
+				if now.Before(last.Add(cfg.PaidNotSoldAge)) {
+					// The copy has the time the first event had; asking the row lock for a
+					// refusal would only slow the payments being paid.
+					f.Detail += fmt.Sprintf("; copy %d re-published at %s, within RECONCILE_PAID_NOT_SOLD_AGE", n, last.Format(time.RFC3339))
+					res.Findings = append(res.Findings, f)
+					continue
+				}
+			}
 			if mode == reconcile.Repair {
-				sent, err := svc.RedrivePayment(ctx, p.ID())
+				n, err := svc.RedrivePayment(ctx, p.ID(), cfg.PaidNotSoldAge)
 				switch {
+				case errors.Is(err, payment.ErrNotSucceeded):
+					f.Detail += "; the payment is no longer succeeded: nothing to re-drive"
+				case errors.Is(err, payment.ErrRedriveWaiting):
+					f.Detail += "; a copy went out meanwhile"
 				case err != nil:
 					f.Error = err.Error()
-				case sent:
-					f.Repaired = true
-					f.Detail += "; payment.succeeded re-published"
 				default:
-					f.Detail += "; the payment is no longer succeeded: nothing to re-drive"
+					f.Repaired = true
+					f.Values["redrives"] = int64(n)
+					f.Detail += fmt.Sprintf("; payment.succeeded re-published (%d)", n)
 				}
 			}
 			res.Findings = append(res.Findings, f)
