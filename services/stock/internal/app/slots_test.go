@@ -220,3 +220,40 @@ func TestOneFailingRequestDoesNotFailItsBatch(t *testing.T) {
 	assert.Equal(t, int64(3), s.Sold)
 	requireConsistent(t, svc)
 }
+
+// TestALockBatchWithAnOrderSeenBefore: the batch's claims and its slot go in one round trip,
+// the slot asked for all of the batch's orders, the one seen before included. With stock for
+// only the new ones, no slot has that much: the batch takes the slow path and still locks
+// every new order, and the old one answers its first outcome.
+func TestALockBatchWithAnOrderSeenBefore(t *testing.T) {
+	ctx := context.Background()
+	svc := newServiceWith(t, combine.Options{MaxBatch: 3, MaxWait: 300 * time.Millisecond, Flushers: 1})
+	_, err := svc.CreateSKU(ctx, "HOT", 3, "test")
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Hour)
+	first, err := svc.LockForOrder(ctx, nil, "a", []events.Line{line("HOT", 1)}, deadline, "test")
+	require.NoError(t, err)
+	require.True(t, first.Locked)
+
+	var wg sync.WaitGroup
+	orders := []string{"a", "b", "c"}
+	results := make([]stock.LockResult, len(orders))
+	errs := make([]error, len(orders))
+	for i, o := range orders {
+		wg.Go(func() {
+			results[i], errs[i] = svc.LockForOrder(ctx, nil, o, []events.Line{line("HOT", 1)}, deadline, "test")
+		})
+	}
+	wg.Wait()
+	for i, o := range orders {
+		require.NoError(t, errs[i], o)
+		assert.True(t, results[i].Locked, o)
+	}
+	assert.True(t, results[0].Duplicate, "a was locked before")
+	assert.False(t, results[1].Duplicate || results[2].Duplicate)
+	s, err := svc.GetSKU(ctx, "HOT")
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), s.Locked)
+	assert.Zero(t, s.Available())
+	requireConsistent(t, svc)
+}

@@ -34,11 +34,20 @@ func (t *Tx) moveGroups(ctx context.Context, groups []stock.MoveGroup) (entries 
 	if len(groups) == 0 {
 		return nil, nil, nil
 	}
-	rot := mathrand.IntN(stock.MaxSlots) // where each SKU's search for a slot starts
-	fast, err := t.holdOneSlotEach(ctx, groups)
+	fast, err := t.holdOneSlotEach(ctx, groups, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	return t.moveHeld(ctx, groups, fast)
+}
+
+// moveHeld is moveGroups once holdOneSlotEach has run: fast is what it holds (nil: nothing,
+// the slow path), for these groups or for more than them.
+func (t *Tx) moveHeld(ctx context.Context, groups []stock.MoveGroup, fast *stock.Slots) (entries [][]stock.LedgerEntry, errs []error, err error) {
+	if len(groups) == 0 {
+		return nil, nil, nil
+	}
+	rot := mathrand.IntN(stock.MaxSlots) // where each SKU's search for a slot starts
 	var sums map[stock.SlotKey]stock.Quantities
 	if fast != nil {
 		entries, errs, sums = fast.Walk(groups, rot)
@@ -68,12 +77,21 @@ const slotColumns = `s.sku, s.slot, s.on_hand, s.locked, s.sold, s.incoming, k.s
 // holdOneSlotEach is the first, non-blocking try: the fixed slots, and per SKU to take from
 // one free slot that has enough for the whole batch (stock.Demand). It returns nil (and locks
 // nothing) when a group has a movement that needs the slow path (stock arriving, say).
-func (t *Tx) holdOneSlotEach(ctx context.Context, groups []stock.MoveGroup) (*stock.Slots, error) {
+// first, when not nil, queues statements that go ahead of the slots in the same round trip.
+func (t *Tx) holdOneSlotEach(ctx context.Context, groups []stock.MoveGroup, first func(*pgx.Batch)) (*stock.Slots, error) {
+	b := &pgx.Batch{}
+	if first != nil {
+		first(b)
+	}
 	fixed, needs, ok := stock.Demand(groups)
 	if !ok {
+		if b.Len() > 0 {
+			if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	}
-	b := &pgx.Batch{}
 	b.Queue(`SAVEPOINT slots`)
 	h := stock.NewSlots(false)
 	if len(fixed) > 0 {

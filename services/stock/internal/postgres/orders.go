@@ -17,25 +17,31 @@ import (
 // returns its first outcome with Duplicate set. A rejection is an outcome, not an error; the
 // error is for the batch as a whole.
 func (t *Tx) LockOrders(ctx context.Context, reqs []stock.LockRequest) ([]stock.LockResult, error) {
-	fresh, err := t.claimOrders(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	groups := make([]stock.MoveGroup, 0, len(reqs))
-	var taken []int // the requests in groups
+	groups := make([]stock.MoveGroup, len(reqs))
 	for i, r := range reqs {
-		if !fresh[i] {
-			continue
-		}
-		g := stock.MoveGroup{Moves: make([]stock.SlotMove, len(r.Lines)), Operator: r.Operator}
+		groups[i] = stock.MoveGroup{Moves: make([]stock.SlotMove, len(r.Lines)), Operator: r.Operator}
 		for j, l := range r.Lines {
-			g.Moves[j] = stock.SlotMove{Movement: stock.LockMovement(r.OrderID, l.SKU, l.Qty), Slot: -1}
+			groups[i].Moves[j] = stock.SlotMove{Movement: stock.LockMovement(r.OrderID, l.SKU, l.Qty), Slot: -1}
 		}
-		groups, taken = append(groups, g), append(taken, i)
 	}
-	entries, errs, err := t.moveGroups(ctx, groups)
+	// One round trip claims the orders and holds a slot per SKU for all of them: a request
+	// seen before only makes the slot asked for larger than needed.
+	var fresh []bool
+	held, err := t.holdOneSlotEach(ctx, groups, func(b *pgx.Batch) {
+		fresh = t.queueClaims(b, reqs)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("lock %d orders: %w", len(groups), err)
+		return nil, fmt.Errorf("lock %d orders: %w", len(reqs), err)
+	}
+	var taken []int // the requests that claimed their order now
+	for i := range reqs {
+		if fresh[i] {
+			groups[len(taken)], taken = groups[i], append(taken, i)
+		}
+	}
+	entries, errs, err := t.moveHeld(ctx, groups[:len(taken)], held)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d orders: %w", len(taken), err)
 	}
 	results := make([]stock.LockResult, len(reqs))
 	var locks, rejects rowSet
@@ -101,35 +107,35 @@ func (r *rowSet) add(order, sku string, qty int64, deadline time.Time) {
 	r.orders, r.skus, r.qtys, r.deadlines = append(r.orders, order), append(r.skus, sku), append(r.qtys, qty), append(r.deadlines, deadline)
 }
 
-// claimOrders records each new order as locked (a rejection overwrites that before commit) and
-// tells which requests claimed their order now. The claims are taken in order id order: a
-// concurrent batch with the same order waits here for this one to commit.
-func (t *Tx) claimOrders(ctx context.Context, reqs []stock.LockRequest) ([]bool, error) {
+// queueClaims queues the claim of each new order as locked (a rejection overwrites that
+// before commit); once b is sent, the slice it returns tells which requests claimed their
+// order now. The claims are taken in order id order: a concurrent batch with the same order
+// waits here for this one to commit.
+func (t *Tx) queueClaims(b *pgx.Batch, reqs []stock.LockRequest) []bool {
 	ids := make([]string, len(reqs))
 	deadlines := make([]time.Time, len(reqs))
 	for i, r := range reqs {
 		ids[i], deadlines[i] = r.OrderID, r.Deadline
 	}
-	rows, err := t.tx.Query(ctx, `INSERT INTO order_lock (order_id, outcome, deadline)
-		SELECT o, 'locked', d FROM unnest($1::text[], $2::timestamptz[]) AS u(o, d) ORDER BY o
-		ON CONFLICT (order_id) DO NOTHING RETURNING order_id`, ids, deadlines)
-	if err != nil {
-		return nil, fmt.Errorf("claim %d orders: %w", len(reqs), err)
-	}
-	claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("claim %d orders: %w", len(reqs), err)
-	}
-	now := make(map[string]bool, len(claimed))
-	for _, id := range claimed {
-		now[id] = true
-	}
 	fresh := make([]bool, len(reqs))
-	for i, r := range reqs {
-		fresh[i] = now[r.OrderID]
-		delete(now, r.OrderID) // the same order again later in reqs is a duplicate
-	}
-	return fresh, nil
+	b.Queue(`INSERT INTO order_lock (order_id, outcome, deadline)
+		SELECT o, 'locked', d FROM unnest($1::text[], $2::timestamptz[]) AS u(o, d) ORDER BY o
+		ON CONFLICT (order_id) DO NOTHING RETURNING order_id`, ids, deadlines).Query(func(rows pgx.Rows) error {
+		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("claim %d orders: %w", len(reqs), err)
+		}
+		now := make(map[string]bool, len(claimed))
+		for _, id := range claimed {
+			now[id] = true
+		}
+		for i, r := range reqs {
+			fresh[i] = now[r.OrderID]
+			delete(now, r.OrderID) // the same order again later in reqs is a duplicate
+		}
+		return nil
+	})
+	return fresh
 }
 
 // lockOutcome reads the first outcome recorded for an order.
