@@ -54,7 +54,12 @@ func newRig(t *testing.T, wrap func(natsx.Handler) natsx.Handler) *rig {
 		t.Cleanup(stop)
 	}
 	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{Logger: log})
-	go func() { _ = relay.Run(ctx) }()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-relayDone, "the relay")
+	})
 	return &rig{t: t, svc: svc, js: js, pool: pool}
 }
 

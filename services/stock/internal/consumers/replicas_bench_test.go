@@ -120,12 +120,16 @@ func startReplica(b *testing.B, dbURL, natsURL, name string, pinned bool) {
 		stops = append(stops, stop)
 	}
 	relay := outbox.NewRelay(pool, js, outbox.RelayOptions{Logger: log})
-	go func() { _ = relay.Run(ctx) }()
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(ctx) }()
 	b.Cleanup(func() {
 		for _, stop := range stops {
 			stop()
 		}
 		cancel()
+		if err := <-relayDone; err != nil {
+			b.Errorf("%s: the relay: %v", name, err)
+		}
 		nc.Close()
 		pool.Close()
 	})
