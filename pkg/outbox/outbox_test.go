@@ -423,3 +423,26 @@ func TestCleanupDeletesOldPublishedRowsOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"recent", "pending"}, left)
 }
+
+// TestCleanupCatchesUpABacklog: a backlog of old published rows larger than one statement
+// deletes is gone after one Cleanup; younger and pending rows stay.
+func TestCleanupCatchesUpABacklog(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{Retention: 24 * time.Hour})
+	_, err := e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, published_at)
+		SELECT 'old-' || i, 'test.old', '{}', now() - interval '2 days' FROM generate_series(1, 25000) AS i`)
+	require.NoError(t, err)
+	write(t, e.pool, msg("pending"))
+	_, err = e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, published_at) VALUES ('recent', 'test.recent', '{}', now())`)
+	require.NoError(t, err)
+
+	n, err := relay.Cleanup(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 25000, n)
+	rows, err := e.pool.Query(ctx, `SELECT event_id FROM outbox ORDER BY id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"pending", "recent"}, left)
+}

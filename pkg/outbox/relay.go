@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,7 +75,8 @@ const cleanupEvery = time.Minute
 
 // Run publishes pending rows until ctx is done, then returns nil. It wakes on commit
 // notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail, and
-// deletes published rows past Retention once a minute. Failures are logged, never fatal: the
+// beside that deletes published rows past Retention once a minute (Cleanup: a backlog of
+// them never holds back publishing). Failures are logged, never fatal: the
 // rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
 // While it runs, the gauges stockflow.outbox.backlog and stockflow.outbox.oldest_age report
 // the pending rows (an error registering them is Run's only error).
@@ -84,10 +86,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer unobserve()
+	if r.opts.Retention > 0 {
+		var cleaner sync.WaitGroup
+		cleaner.Go(func() { r.cleanUp(ctx) })
+		defer cleaner.Wait()
+	}
 	l := r.listen(ctx)
 	defer l.close()
 	backoff := r.opts.PollInterval
-	var lastCleanup time.Time
 	for {
 		_, err := r.PublishPending(ctx)
 		if ctx.Err() != nil {
@@ -99,14 +105,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			wait, backoff = backoff, min(2*backoff, r.opts.MaxBackoff)
 		} else {
 			backoff = r.opts.PollInterval
-		}
-		if r.opts.Retention > 0 && time.Since(lastCleanup) >= cleanupEvery {
-			lastCleanup = time.Now()
-			if n, err := r.Cleanup(ctx); err != nil {
-				r.log.ErrorContext(ctx, "clean up outbox", "err", err)
-			} else if n > 0 {
-				r.log.InfoContext(ctx, "cleaned up outbox", "deleted", n)
-			}
 		}
 		l.wait(ctx, wait)
 		if ctx.Err() != nil {
@@ -267,20 +265,49 @@ func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 	return published, errors.Join(ackErr, sendErr)
 }
 
-// Cleanup deletes up to 10,000 published rows older than Retention and returns how many; Run
-// calls it once a minute. It does nothing when Retention is negative.
+// cleanUp runs Cleanup at once and then every cleanupEvery, until ctx is done.
+func (r *Relay) cleanUp(ctx context.Context) {
+	tick := time.NewTicker(cleanupEvery)
+	defer tick.Stop()
+	for {
+		switch n, err := r.Cleanup(ctx); {
+		case err != nil && ctx.Err() == nil:
+			r.log.ErrorContext(ctx, "clean up outbox", "err", err)
+		case n > 0:
+			r.log.InfoContext(ctx, "cleaned up outbox", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// cleanupChunk is the most rows one statement of Cleanup deletes: a backlog goes in short
+// transactions, never one long DELETE holding back the relays of the whole server.
+const cleanupChunk = 10000
+
+// Cleanup deletes the published rows older than Retention, cleanupChunk at a time until none
+// is left, and returns how many. It does nothing when Retention is negative.
 func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	if r.opts.Retention < 0 {
 		return 0, nil
 	}
-	tag, err := r.pool.Exec(ctx, `
-		DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT 10000)`,
-		r.opts.Retention)
-	if err != nil {
-		return 0, fmt.Errorf("outbox cleanup: %w", err)
+	var total int64
+	for {
+		tag, err := r.pool.Exec(ctx, `
+			DELETE FROM outbox WHERE id IN (
+				SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`,
+			r.opts.Retention, cleanupChunk)
+		if err != nil {
+			return total, fmt.Errorf("outbox cleanup: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < cleanupChunk {
+			return total, nil
+		}
 	}
-	return tag.RowsAffected(), nil
 }
 
 // listener waits for commit notifications on a dedicated connection, falling back to plain
