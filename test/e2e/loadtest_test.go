@@ -53,6 +53,7 @@ func TestStormShort(t *testing.T) {
 	require.NoError(t, err)
 	cfg.Signer = signer
 	cfg.Buyers, cfg.Units, cfg.Window, cfg.Grace, cfg.MaxWorkers = 2000, 200, 2*time.Second, time.Minute, 500
+	cfg.Procs = []loadtest.Proc{{Name: "loadtest (this)", PID: loadtest.Self}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := loadtest.Storm(ctx, cfg, nil)
@@ -68,7 +69,12 @@ func TestStormShort(t *testing.T) {
 		assert.Equal(t, int64(200), r.After.Locked, r.Mode)
 		assert.Equal(t, r.Sent-200, r.Losers, r.Mode)
 		assert.Greater(t, r.Sent, 1000, r.Mode)
+		if assert.Len(t, r.CPU, 1, r.Mode) {
+			assert.Empty(t, r.CPU[0].Note, r.Mode)
+			assert.Positive(t, r.CPU[0].Ms, "%s: the load generator's CPU over the attack", r.Mode)
+		}
 	}
+	assert.Contains(t, b.String(), "CPU ms / answer: loadtest (this)")
 	off, on := rep.Runs[0], rep.Runs[1]
 	assert.Equal(t, off.Losers, off.LoserRows, "without the gate every loser costs an order")
 	assert.LessOrEqual(t, on.LoserRows, max(0, on.Bypassed), "with the gate no loser costs an order, but one Redis did not answer in time")

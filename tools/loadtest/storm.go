@@ -42,6 +42,9 @@ type StormConfig struct {
 	MaxWorkers uint64
 	Grace      time.Duration // after the storm, how long the orders may take to leave pending
 	Signer     *auth.Signer
+	// Procs are the processes whose CPU time over each storm's attack the report shows, per
+	// POST answered (as Config.Procs); none: no CPU rows.
+	Procs []Proc
 }
 
 // DefaultStorm is issue 15's storm: 50,000 buyers within 10 s on 5,000 units, gate off then on.
@@ -100,8 +103,10 @@ type StormRun struct {
 	// verdict "open", increase; -1: not read): every one in the run without the gate, none
 	// in the run with it, or the gate was lost mid-storm.
 	Unarmed int
-	After   flashsale.SKUFigures
-	Checks  []Check
+	// CPU is each of StormConfig.Procs' CPU time from the first POST to the last answer.
+	CPU    []CPUUse
+	After  flashsale.SKUFigures
+	Checks []Check
 }
 
 // StormReport is every mode's run.
@@ -207,7 +212,9 @@ func storm(ctx context.Context, c *flashsale.Client, cfg StormConfig, mode, runI
 	verdicts0, verdictsErr := c.GateVerdicts(ctx)
 	rate := max(1, int(float64(cfg.Buyers)/cfg.Window.Seconds()))
 	fmt.Fprintf(progress, "storm (gate %s): %d buyers at %d/s on %d units of %s\n", mode, cfg.Buyers, rate, cfg.Units, run.SKU)
+	cpu0 := sampleAll(cfg.Procs)
 	latency := stormAttack(ctx, cfg, run, rate, buyers, bearers)
+	run.CPU = uses(cfg.Procs, cpu0, sampleAll(cfg.Procs))
 
 	// Wait for the orders to leave pending, then for the statistics to be flushed (a backend
 	// reports its counters at most once a second).
@@ -392,6 +399,22 @@ func (r *StormReport) WriteText(w io.Writer) error {
 	row("orders stored for losers", func(s *StormRun) string { return fmt.Sprint(s.LoserRows) })
 	row("gate calls Redis missed (bypassed)", func(s *StormRun) string { return fmt.Sprint(s.Bypassed) })
 	row("gate calls finding no SKU armed", func(s *StormRun) string { return fmt.Sprint(s.Unarmed) })
+	for i, p := range c.Procs {
+		row("CPU ms / answer: "+p.Name, func(s *StormRun) string {
+			if i >= len(s.CPU) || s.CPU[i].Note != "" || s.Sent == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.3f", s.CPU[i].Ms/float64(s.Sent))
+		})
+	}
+	if len(c.Procs) > 0 {
+		row("CPU ms / answer: all", func(s *StormRun) string {
+			if s.Sent == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.3f", totalMs(s.CPU)/float64(s.Sent))
+		})
+	}
 	row("order db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.OrderXacts)/float64(max(1, s.Sent))) })
 	row("stock db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.StockXacts)/float64(max(1, s.Sent))) })
 	row("rows inserted / attempt", func(s *StormRun) string {

@@ -127,6 +127,7 @@ func stormTest(ctx context.Context, o launcher.Options, args []string, stdout, s
 		return err
 	}
 	cfg.Signer = signer
+	cfg.Procs = loadProcs(o)
 	// The system is up, so this finds its server and starts nothing.
 	if cfg.DatabaseURL, err = launcher.EnsurePostgres(ctx, o); err != nil {
 		return err
