@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -75,6 +76,10 @@ type Base struct {
 	// AuthServiceKey is this service's own private signing key (a JWK file, key id
 	// "service:<name>"): it signs the service tokens of its calls to other services.
 	AuthServiceKey string `env:"AUTH_SERVICE_KEY"`
+	// PprofAddr, when set, is where Go's profiler (net/http/pprof, /debug/pprof/) listens: a
+	// loopback address, since it has no authentication (kubectl port-forward reaches it in a
+	// pod); port 0 takes a free port, logged at start. Empty, the default: off.
+	PprofAddr string `env:"PPROF_ADDR"`
 	// ReconcileLagMax is how many messages a consumer may be behind before the outbox job
 	// reports it.
 	ReconcileLagMax int `env:"RECONCILE_CONSUMER_LAG_MAX" envDefault:"1000"`
@@ -133,10 +138,26 @@ func (b Base) Validate() error {
 	if b.ReconcileOutboxInterval < 0 || b.ReconcileOutboxAge < 0 || b.ReconcileLagMax < 0 {
 		errs = append(errs, errors.New("RECONCILE_OUTBOX_INTERVAL, RECONCILE_OUTBOX_AGE and RECONCILE_CONSUMER_LAG_MAX must not be negative"))
 	}
+	if b.PprofAddr != "" && !loopback(b.PprofAddr) {
+		errs = append(errs, fmt.Errorf("PPROF_ADDR %q must be a loopback host and port (127.0.0.1:6060): the profiler has no authentication", b.PprofAddr))
+	}
 	if b.ClockOffset < -maxClockOffset || b.ClockOffset > maxClockOffset {
 		errs = append(errs, fmt.Errorf("CLOCK_OFFSET must be between -%s and %s", maxClockOffset, maxClockOffset))
 	}
 	return errors.Join(errs...)
+}
+
+// loopback reports whether addr is a host:port on the loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // AuthConfig is the token configuration of the service.

@@ -276,6 +276,16 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		}
 		stops = append(stops, stop)
 	}
+	if spec.Base.PprofAddr != "" {
+		prof, err := servePprof(spec.Base.PprofAddr, log)
+		if err != nil {
+			for _, s := range stops {
+				s()
+			}
+			return err
+		}
+		defer prof.Close()
+	}
 	wg.Go(func() {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
