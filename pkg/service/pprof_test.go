@@ -15,7 +15,7 @@ import (
 func TestPprofListensOnItsOwnLoopbackPort(t *testing.T) {
 	srv, err := servePprof("127.0.0.1:0", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
 	res, err := http.Get("http://" + srv.Addr + "/debug/pprof/cmdline")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)

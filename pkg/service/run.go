@@ -227,6 +227,17 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 		parts.Loops = append(parts.Loops, pruneInbox(pool, spec.Base.InboxRetention, inboxPruneEvery, log))
 	}
 
+	if spec.Base.PprofAddr != "" {
+		prof, err := servePprof(spec.Base.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := prof.Close(); err != nil {
+				log.Warn("pprof close", "err", err)
+			}
+		}()
+	}
 	lis, err := net.Listen("tcp", spec.Base.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", spec.Base.HTTPAddr, err)
@@ -275,16 +286,6 @@ func serve(ctx context.Context, spec Spec, log *slog.Logger) error {
 			return fmt.Errorf("consume %s: %w", c.Spec.Durable, err)
 		}
 		stops = append(stops, stop)
-	}
-	if spec.Base.PprofAddr != "" {
-		prof, err := servePprof(spec.Base.PprofAddr, log)
-		if err != nil {
-			for _, s := range stops {
-				s()
-			}
-			return err
-		}
-		defer prof.Close()
 	}
 	wg.Go(func() {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {

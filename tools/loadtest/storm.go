@@ -399,21 +399,22 @@ func (r *StormReport) WriteText(w io.Writer) error {
 	row("orders stored for losers", func(s *StormRun) string { return fmt.Sprint(s.LoserRows) })
 	row("gate calls Redis missed (bypassed)", func(s *StormRun) string { return fmt.Sprint(s.Bypassed) })
 	row("gate calls finding no SKU armed", func(s *StormRun) string { return fmt.Sprint(s.Unarmed) })
+	perAnswer := func(ms float64, s *StormRun) string {
+		if v, ok := perOrder(ms, s.Sent); ok {
+			return fmt.Sprintf("%.3f", v)
+		}
+		return "—"
+	}
 	for i, p := range c.Procs {
 		row("CPU ms / answer: "+p.Name, func(s *StormRun) string {
-			if i >= len(s.CPU) || s.CPU[i].Note != "" || s.Sent == 0 {
+			if s.CPU[i].Note != "" {
 				return "—"
 			}
-			return fmt.Sprintf("%.3f", s.CPU[i].Ms/float64(s.Sent))
+			return perAnswer(s.CPU[i].Ms, s)
 		})
 	}
 	if len(c.Procs) > 0 {
-		row("CPU ms / answer: all", func(s *StormRun) string {
-			if s.Sent == 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%.3f", totalMs(s.CPU)/float64(s.Sent))
-		})
+		row("CPU ms / answer: all", func(s *StormRun) string { return perAnswer(totalMs(s.CPU), s) })
 	}
 	row("order db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.OrderXacts)/float64(max(1, s.Sent))) })
 	row("stock db commits / attempt", func(s *StormRun) string { return fmt.Sprintf("%.2f", float64(s.StockXacts)/float64(max(1, s.Sent))) })

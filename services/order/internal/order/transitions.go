@@ -298,14 +298,15 @@ func (o *Order) Note(at time.Time, reason string) {
 // republishedNote starts the entry RepublishCreated writes.
 const republishedNote = "order.created re-published by reconciliation"
 
-// Republished says how many times reconciliation sent order.created again and when it last did.
-func (o *Order) Republished() (n int, last time.Time) {
+// RepublishWaiting says how many copies of order.created reconciliation sent (n, the last at
+// last) and whether at is within wait of the last one: that copy has not had its grace yet.
+func (o *Order) RepublishWaiting(at time.Time, wait time.Duration) (n int, last time.Time, waiting bool) {
 	for _, h := range o.history {
 		if strings.HasPrefix(h.Reason, republishedNote) {
 			n, last = n+1, h.At
 		}
 	}
-	return n, last
+	return n, last, n > 0 && at.Sub(last) < wait
 }
 
 // RepublishCreated records that reconciliation sends order.created again, because stock has
@@ -314,8 +315,8 @@ func (o *Order) Republished() (n int, last time.Time) {
 // yet (a stock down for an hour is not sent a copy per reconciliation run). Each entry
 // carries its number, so the history tells the attempts apart.
 func (o *Order) RepublishCreated(at time.Time, wait time.Duration) bool {
-	n, last := o.Republished()
-	if o.status != Pending || (n > 0 && at.Sub(last) < wait) {
+	n, _, waiting := o.RepublishWaiting(at, wait)
+	if o.status != Pending || waiting {
 		return false
 	}
 	o.record(o.status, at, fmt.Sprintf("%s (%d): stock had no record of the order", republishedNote, n+1))

@@ -72,8 +72,9 @@ func derive(o *order.Order, unknown bool, so events.StockOrder, grace time.Durat
 		if o.Status() != order.Pending {
 			return "no record of an order it reported locked; needs a human", nil
 		}
-		if n, last := o.Republished(); n > 0 && time.Since(last) < grace {
-			return fmt.Sprintf("no record of the order; copy %d of order.created sent %s ago, within the grace", n, time.Since(last).Round(time.Second)), nil
+		now := time.Now()
+		if n, last, waiting := o.RepublishWaiting(now, grace); waiting {
+			return fmt.Sprintf("no record of the order; copy %d of order.created sent %s ago, within the grace", n, now.Sub(last).Round(time.Second)), nil
 		}
 		return "no record of the order → order.created re-published", func(ctx context.Context, svc *app.Service, id string) (bool, string) {
 			sent, err := svc.RepublishCreated(ctx, id, grace)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,19 +36,13 @@ func TestRedrivePaymentOncePerWait(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, first+2, copies())
-	got, last := e.get(p.ID()).Redriven()
-	assert.Equal(t, 2, got)
-	assert.Equal(t, e.now, last)
+	stored := e.get(p.ID()).Snapshot()
+	assert.Equal(t, 2, stored.Redrives)
+	assert.Equal(t, e.now, stored.RedrivenAt)
 
-	var ids []string
-	rows, err := e.pool.Query(ctx, `SELECT event_id FROM outbox WHERE subject = $1 AND event_id LIKE '%:redrive:%' ORDER BY id`, events.SubjectPaymentSucceeded)
+	rows, _ := e.pool.Query(ctx, `SELECT event_id FROM outbox WHERE subject = $1 AND event_id LIKE '%:redrive:%' ORDER BY id`, events.SubjectPaymentSucceeded)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(t, rows.Err())
 	assert.Equal(t, []string{"payment.succeeded:" + p.ID() + ":redrive:1", "payment.succeeded:" + p.ID() + ":redrive:2"}, ids)
 
 	_, err = e.svc.RedrivePayment(ctx, "nope", 0)

@@ -371,19 +371,22 @@ func (p *Payment) Matches(n Notification) bool {
 // (ErrRedriveWaiting), so a stock that is down for an hour is not sent a copy on every run.
 // A payment no longer succeeded has nothing to re-drive (ErrNotSucceeded).
 func (p *Payment) Redrive(at time.Time, wait time.Duration) (n int, err error) {
-	switch {
-	case p.status != Succeeded:
+	if p.status != Succeeded {
 		return 0, fmt.Errorf("%w: payment %s is %s", ErrNotSucceeded, p.id, p.status)
-	case p.redrives > 0 && at.Before(p.redrivenAt.Add(wait)):
-		return 0, fmt.Errorf("%w: copy %d of payment %s went out at %s", ErrRedriveWaiting, p.redrives, p.id, p.redrivenAt.Format(time.RFC3339))
+	}
+	if n, last, waiting := p.RedriveWaiting(at, wait); waiting {
+		return 0, fmt.Errorf("%w: copy %d of payment %s went out at %s", ErrRedriveWaiting, n, p.id, last.Format(time.RFC3339))
 	}
 	p.redrives, p.redrivenAt, p.updatedAt = p.redrives+1, at, at
 	return p.redrives, nil
 }
 
-// Redriven returns how many copies of payment.succeeded reconciliation published, and when
-// the last one went out.
-func (p *Payment) Redriven() (n int, last time.Time) { return p.redrives, p.redrivenAt }
+// RedriveWaiting says how many copies of payment.succeeded reconciliation published (n, the
+// last at last) and whether at is within wait of the last one: that copy has not had its
+// time yet.
+func (p *Payment) RedriveWaiting(at time.Time, wait time.Duration) (n int, last time.Time, waiting bool) {
+	return p.redrives, p.redrivenAt, p.redrives > 0 && at.Before(p.redrivenAt.Add(wait))
+}
 
 // CapturedMismatch reports whether p failed only because its amount or currency was not the
 // order's: the provider said succeeded and holds the money, but it never paid the order. Such

@@ -212,9 +212,12 @@ func TestRedriveWaitsForItsCopy(t *testing.T) {
 	n, err = p.Redrive(now.Add(2*time.Minute), time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
-	got, last := p.Redriven()
+	got, last, waiting := p.RedriveWaiting(now.Add(2*time.Minute+59*time.Second), time.Minute)
 	assert.Equal(t, 2, got)
 	assert.Equal(t, now.Add(2*time.Minute), last)
+	assert.True(t, waiting)
+	_, _, waiting = p.RedriveWaiting(now.Add(3*time.Minute), time.Minute)
+	assert.False(t, waiting, "the wait is over")
 	assert.Equal(t, 2, payment.Restore(p.Snapshot()).Snapshot().Redrives, "kept through storage")
 
 	_, err = p.RequestRefund("sell_failed", now.Add(3*time.Minute))

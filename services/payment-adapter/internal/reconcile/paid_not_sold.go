@@ -62,15 +62,16 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 			default:
 				f.Detail = "payment succeeded; stock sold the order under payment " + o.PaidBy + " (this one must be refunded)"
 			}
-			if n, last := p.Redriven(); n > 0 {
+			n, last, waiting := p.RedriveWaiting(now, cfg.PaidNotSoldAge)
+			if n > 0 {
 				f.Values["redrives"] = int64(n)
-				if now.Before(last.Add(cfg.PaidNotSoldAge)) {
-					// The copy has the time the first event had; asking the row lock for a
-					// refusal would only slow the payments being paid.
-					f.Detail += fmt.Sprintf("; copy %d re-published at %s, within RECONCILE_PAID_NOT_SOLD_AGE", n, last.Format(time.RFC3339))
-					res.Findings = append(res.Findings, f)
-					continue
-				}
+			}
+			if waiting {
+				// The copy has the time the first event had; asking the row lock for a
+				// refusal would only slow the payments being paid.
+				f.Detail += fmt.Sprintf("; copy %d re-published at %s, within RECONCILE_PAID_NOT_SOLD_AGE", n, last.Format(time.RFC3339))
+				res.Findings = append(res.Findings, f)
+				continue
 			}
 			if mode == reconcile.Repair {
 				n, err := svc.RedrivePayment(ctx, p.ID(), cfg.PaidNotSoldAge)

@@ -34,7 +34,7 @@ func (t *Tx) moveGroups(ctx context.Context, groups []stock.MoveGroup) (entries 
 	if len(groups) == 0 {
 		return nil, nil, nil
 	}
-	fast, err := t.holdOneSlotEach(ctx, groups, nil)
+	fast, err := t.holdOneSlotEach(ctx, groups, &pgx.Batch{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,17 +77,13 @@ const slotColumns = `s.sku, s.slot, s.on_hand, s.locked, s.sold, s.incoming, k.s
 // holdOneSlotEach is the first, non-blocking try: the fixed slots, and per SKU to take from
 // one free slot that has enough for the whole batch (stock.Demand). It returns nil (and locks
 // nothing) when a group has a movement that needs the slow path (stock arriving, say).
-// first, when not nil, queues statements that go ahead of the slots in the same round trip.
-func (t *Tx) holdOneSlotEach(ctx context.Context, groups []stock.MoveGroup, first func(*pgx.Batch)) (*stock.Slots, error) {
-	b := &pgx.Batch{}
-	if first != nil {
-		first(b)
-	}
+// Statements already queued in b go ahead of the slots, in the same round trip.
+func (t *Tx) holdOneSlotEach(ctx context.Context, groups []stock.MoveGroup, b *pgx.Batch) (*stock.Slots, error) {
 	fixed, needs, ok := stock.Demand(groups)
 	if !ok {
 		if b.Len() > 0 {
 			if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("lock slots: %w", err)
 			}
 		}
 		return nil, nil

@@ -26,10 +26,9 @@ func (t *Tx) LockOrders(ctx context.Context, reqs []stock.LockRequest) ([]stock.
 	}
 	// One round trip claims the orders and holds a slot per SKU for all of them: a request
 	// seen before only makes the slot asked for larger than needed.
-	var fresh []bool
-	held, err := t.holdOneSlotEach(ctx, groups, func(b *pgx.Batch) {
-		fresh = t.queueClaims(b, reqs)
-	})
+	b := &pgx.Batch{}
+	fresh := queueClaims(b, reqs)
+	held, err := t.holdOneSlotEach(ctx, groups, b)
 	if err != nil {
 		return nil, fmt.Errorf("lock %d orders: %w", len(reqs), err)
 	}
@@ -111,7 +110,7 @@ func (r *rowSet) add(order, sku string, qty int64, deadline time.Time) {
 // before commit); once b is sent, the slice it returns tells which requests claimed their
 // order now. The claims are taken in order id order: a concurrent batch with the same order
 // waits here for this one to commit.
-func (t *Tx) queueClaims(b *pgx.Batch, reqs []stock.LockRequest) []bool {
+func queueClaims(b *pgx.Batch, reqs []stock.LockRequest) []bool {
 	ids := make([]string, len(reqs))
 	deadlines := make([]time.Time, len(reqs))
 	for i, r := range reqs {
