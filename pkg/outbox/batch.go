@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,19 +28,18 @@ var errNoneDone = errors.New("every unit of the batch failed")
 // out), lets run do the work of the fresh units (fresh indexes units; run sets their Msgs or
 // Err and may queue writes on b), then withdraws the claims of the units that failed, so their
 // messages are retried, and writes the others' Msgs to the outbox. The withdrawals and the
-// outbox rows are queued on b, which is sent, in one round trip, just before the commit.
+// outbox rows are queued on b, which is sent with the COMMIT (postgres.InTxBatch).
 //
 // An error from run rolls back every unit; a batch in which every fresh unit failed is rolled
 // back too and returns nil (each unit has its Err). A crash at any line loses or duplicates
 // nothing. Each unit found Dup in a batch that returns nil counts once in the counter
 // stockflow.inbox.duplicates (label consumer).
 func Batch(ctx context.Context, db postgres.Beginner, units []*Unit, run func(tx pgx.Tx, b *pgx.Batch, fresh []int) error) error {
-	err := postgres.InTx(ctx, db, func(tx pgx.Tx) error {
+	err := postgres.InTxBatch(ctx, db, func(tx pgx.Tx, b *pgx.Batch) error {
 		fresh, err := claim(ctx, tx, units)
 		if err != nil || len(fresh) == 0 {
 			return err
 		}
-		b := &pgx.Batch{}
 		if err := run(tx, b, fresh); err != nil {
 			return err
 		}
@@ -63,16 +61,7 @@ func Batch(ctx context.Context, db postgres.Beginner, units []*Unit, run func(tx
 			return errNoneDone
 		}
 		inbox.QueueUnclaim(b, failed)
-		if err := Stage(ctx, b, msgs...); err != nil {
-			return err
-		}
-		if b.Len() == 0 {
-			return nil
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("batch of %d units: %w", len(fresh), err)
-		}
-		return nil
+		return Stage(ctx, b, msgs...)
 	})
 	if errors.Is(err, errNoneDone) {
 		err = nil

@@ -25,12 +25,13 @@ var (
 
 // CreateAll implements app.BatchCreator in one transaction: one multi-row INSERT … ON
 // CONFLICT DO NOTHING claims the keys (in key order, so two batches sharing keys cannot
-// deadlock); then the lines, history and outbox rows of the orders that got their key go in
-// one round trip with the look-up of the keys others hold, and the orders of the requests
-// that replay an earlier one are read.
+// deadlock), in the round trip that begins the transaction; the keys others hold are looked
+// up and the orders of the requests that replay an earlier one read (only when there are
+// some); the lines, history and outbox rows of the orders that got their key go with the
+// COMMIT (postgres.InTxBatch). Two round trips for a batch of new orders.
 func (s *Store) CreateAll(ctx context.Context, orders []app.NewOrder) ([]app.Created, error) {
 	out := make([]app.Created, len(orders))
-	err := postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := postgres.InTxBatch(ctx, s.pool, func(tx pgx.Tx, last *pgx.Batch) error {
 		first := map[string]int{}
 		var claims []int // the first order of each key: the one that may insert
 		for i, n := range orders {
@@ -64,27 +65,24 @@ func (s *Store) CreateAll(ctx context.Context, orders []app.NewOrder) ([]app.Cre
 				taken = append(taken, n.Key)
 			}
 		}
-		var b pgx.Batch
-		queueItemsAndHistory(&b, created)
-		if err := outbox.Stage(ctx, &b, msgs...); err != nil {
+		queueItemsAndHistory(last, created)
+		if err := outbox.Stage(ctx, last, msgs...); err != nil {
 			return err
 		}
 		if len(taken) > 0 {
-			b.Queue(`SELECT id, idempotency_key, request_hash FROM orders WHERE idempotency_key = ANY($1)`, taken).
-				Query(func(rows pgx.Rows) error {
-					for rows.Next() {
-						var h holder
-						var key string
-						if err := rows.Scan(&h.id, &key, &h.hash); err != nil {
-							return err
-						}
-						holders[key] = h
-					}
-					return rows.Err()
-				})
-		}
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("insert order lines, history and outbox: %w", err)
+			rows, err := tx.Query(ctx, `SELECT id, idempotency_key, request_hash FROM orders WHERE idempotency_key = ANY($1)`, taken)
+			if err != nil {
+				return fmt.Errorf("look up %d idempotency keys: %w", len(taken), err)
+			}
+			var h holder
+			var key string
+			_, err = pgx.ForEachRow(rows, []any{&h.id, &key, &h.hash}, func() error {
+				holders[key] = h
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("look up %d idempotency keys: %w", len(taken), err)
+			}
 		}
 		// The orders that replay an earlier one's, read only now that their hashes matched:
 		// a conflicting request learns nothing of the order it clashed with.
@@ -158,7 +156,9 @@ func insertOrders(ctx context.Context, tx pgx.Tx, orders []app.NewOrder, claims 
 		totals[j], timeouts[j], statuses[j] = snap.Total, int64(snap.PaymentTimeout), snap.Status
 		createdAts[j], expiresAts[j], updatedAts[j], cancelAts[j] = snap.CreatedAt, snap.ExpiresAt, snap.UpdatedAt, nullTime(snap.CancelRequestedAt)
 	}
-	rows, err := tx.Query(ctx, `
+	var got []string
+	b := &pgx.Batch{} // a batch, so the transaction's BEGIN goes with it
+	b.Queue(`
 		INSERT INTO orders (id, idempotency_key, request_hash, buyer_id, currency, total, payment_timeout_ns,
 		                    status, created_at, expires_at, updated_at, cancel_requested_at)
 		SELECT id, k, h, b, c, t, pt, st, ca, ea, ua, cra
@@ -168,12 +168,12 @@ func insertOrders(ctx context.Context, tx pgx.Tx, orders []app.NewOrder, claims 
 		 ORDER BY ord
 		ON CONFLICT (idempotency_key) DO NOTHING
 		RETURNING id`,
-		ids, keys, hashes, buyers, currencies, totals, timeouts, statuses, createdAts, expiresAts, updatedAts, cancelAts)
-	if err != nil {
-		return nil, fmt.Errorf("insert orders: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+		ids, keys, hashes, buyers, currencies, totals, timeouts, statuses, createdAts, expiresAts, updatedAts, cancelAts).
+		Query(func(rows pgx.Rows) (err error) {
+			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("insert orders: %w", err)
 	}
 	inserted := make(map[string]bool, len(got))

@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -162,7 +164,8 @@ func scanSlots(h *stock.Slots) func(pgx.Rows) error {
 }
 
 // stageSummaries moves each slot by its sum, on condition that every figure stays valid — the
-// same guard the walk checked, checked again by the database's constraints.
+// same guard the walk checked, checked again by the database: a slot it refuses fails the
+// statement (stock_summary_guard), and with it the transaction (refused tells the caller).
 func (t *Tx) stageSummaries(sums map[stock.SlotKey]stock.Quantities) {
 	n := len(sums)
 	var skus []string
@@ -173,20 +176,27 @@ func (t *Tx) stageSummaries(sums map[stock.SlotKey]stock.Quantities) {
 		onHand, locked, sold, incoming = append(onHand, d.OnHand), append(locked, d.Locked), append(sold, d.Sold), append(incoming, d.Incoming)
 	}
 	t.staged.Queue(`
-		UPDATE sku_stock s
-		   SET on_hand = s.on_hand + u.on_hand, locked = s.locked + u.locked, sold = s.sold + u.sold,
-		       incoming = s.incoming + u.incoming, available = s.available + u.on_hand - u.locked - u.sold, updated_at = now()
-		  FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(sku, slot, on_hand, locked, sold, incoming)
-		 WHERE s.sku = u.sku AND s.slot = u.slot
-		   AND s.available + u.on_hand - u.locked - u.sold >= 0 AND s.on_hand + u.on_hand >= 0
-		   AND s.locked + u.locked >= 0 AND s.sold + u.sold >= 0 AND s.incoming + u.incoming >= 0`,
-		skus, slots, onHand, locked, sold, incoming).Exec(func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != int64(n) {
-			return &app.OversellError{SKUs: slices.Compact(slices.Sorted(slices.Values(skus))),
-				Detail: fmt.Sprintf("move %d slots: %d rows matched the guard; summaries changed under a row lock", n, tag.RowsAffected())}
-		}
-		return nil
-	})
+		WITH moved AS (
+		    UPDATE sku_stock s
+		       SET on_hand = s.on_hand + u.on_hand, locked = s.locked + u.locked, sold = s.sold + u.sold,
+		           incoming = s.incoming + u.incoming, available = s.available + u.on_hand - u.locked - u.sold, updated_at = now()
+		      FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u(sku, slot, on_hand, locked, sold, incoming)
+		     WHERE s.sku = u.sku AND s.slot = u.slot
+		       AND s.available + u.on_hand - u.locked - u.sold >= 0 AND s.on_hand + u.on_hand >= 0
+		       AND s.locked + u.locked >= 0 AND s.sold + u.sold >= 0 AND s.incoming + u.incoming >= 0
+		 RETURNING 1)
+		SELECT stock_summary_guard((SELECT count(*) FROM moved), $7, $8)`,
+		skus, slots, onHand, locked, sold, incoming, n, slices.Compact(slices.Sorted(slices.Values(skus))))
+}
+
+// refused returns err as an *app.OversellError when the summaries' guard (stageSummaries)
+// failed it, and err unchanged otherwise.
+func refused(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "summary_guard" {
+		return &app.OversellError{SKUs: strings.Fields(pgErr.Detail), Detail: pgErr.Message}
+	}
+	return err
 }
 
 // stageLedger appends rows in their order (ids ascend with it) and fills in their ids and

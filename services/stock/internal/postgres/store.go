@@ -6,7 +6,7 @@
 // writes one guarded UPDATE of the summaries — the same non-negative checks again, so that a
 // summary changed under a row lock fails the batch instead of going negative — and one INSERT
 // of the ledger rows. Writes nobody waits for are staged and go in the transaction's last round
-// trip just before the commit (a batch's with its outbox rows: outbox.Batch).
+// trip, with the COMMIT (a batch's with its outbox rows: outbox.Batch).
 package postgres
 
 import (
@@ -44,7 +44,7 @@ var (
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Tx is one unit of work: every method runs inside the same database transaction. Writes
-// whose results nothing waits for are staged and sent in one round trip before the commit.
+// whose results nothing waits for are staged and sent in one round trip with the commit.
 type Tx struct {
 	tx     pgx.Tx
 	staged *pgx.Batch
@@ -63,23 +63,20 @@ func (t *Tx) flush(ctx context.Context) error {
 	return nil
 }
 
-// InTx runs fn in one transaction, committed when fn returns nil (after the staged writes).
+// InTx runs fn in one transaction, committed when fn returns nil: the staged writes go with
+// the COMMIT.
 func (s *Store) InTx(ctx context.Context, fn func(app.Tx) error) error {
-	return postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		t := &Tx{tx: tx, staged: &pgx.Batch{}}
-		if err := fn(t); err != nil {
-			return err
-		}
-		return t.flush(ctx)
-	})
+	return refused(postgres.InTxBatch(ctx, s.pool, func(tx pgx.Tx, last *pgx.Batch) error {
+		return fn(&Tx{tx: tx, staged: last})
+	}))
 }
 
 // InBatch runs units in one transaction of outbox.Batch: fn's staged writes go in the round
-// trip that withdraws the failed units' claims and writes the outbox, just before the commit.
+// trip that withdraws the failed units' claims, writes the outbox and commits.
 func (s *Store) InBatch(ctx context.Context, units []*outbox.Unit, fn func(tx app.Tx, fresh []int) error) error {
-	return outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
+	return refused(outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
 		return fn(&Tx{tx: tx, staged: b}, fresh)
-	})
+	}))
 }
 
 // querier is what a movement runs on: the transaction or a savepoint inside it.
