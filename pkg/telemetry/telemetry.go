@@ -26,8 +26,10 @@ import (
 // propagator, and returns a shutdown that flushes pending spans (call it on exit, with a
 // deadline). Spans go to exp; when exp is nil they go to an OTLP/HTTP exporter configured by
 // the standard OTEL_EXPORTER_OTLP_* variables if OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nowhere otherwise (spans are still created,
-// so trace ids still propagate through headers and logs).
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nowhere otherwise. With nowhere to go a span
+// is not recorded (a new trace is not sampled, unless OTEL_TRACES_SAMPLER says otherwise) but
+// still has its ids, so trace ids still propagate through headers and logs; recording spans
+// only to drop them cost the order service ~6 % of its CPU in a storm.
 //
 // Setup reads the environment only for the OTLP exporter, whose configuration is the
 // OpenTelemetry standard rather than a stockflow setting.
@@ -47,8 +49,11 @@ func Setup(ctx context.Context, service string, exp sdktrace.SpanExporter) (shut
 		return nil, fmt.Errorf("telemetry setup: resource: %w", err)
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	if exp != nil {
+	switch {
+	case exp != nil:
 		opts = append(opts, sdktrace.WithBatcher(exp))
+	case os.Getenv("OTEL_TRACES_SAMPLER") == "":
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)

@@ -30,8 +30,18 @@ import (
 func TestSetupWithoutExporter(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
 	shutdown, err := telemetry.Setup(context.Background(), "test", nil)
 	require.NoError(t, err)
+
+	// Nowhere to send spans: none is recorded, yet each has ids that travel on.
+	ctx, span := otel.Tracer("test").Start(context.Background(), "request")
+	assert.False(t, span.IsRecording(), "a span with no exporter is not recorded")
+	assert.True(t, span.SpanContext().IsValid(), "it still has a trace id for headers and logs")
+	h := nats.Header{}
+	telemetry.InjectNATS(ctx, h)
+	assert.Contains(t, h.Get("traceparent"), span.SpanContext().TraceID().String())
+	span.End()
 	require.NoError(t, shutdown(context.Background()))
 
 	_, err = telemetry.Setup(context.Background(), "", nil)
