@@ -27,10 +27,10 @@ type Fetch func(ctx context.Context, sku, credential string) (Sample, error)
 type Hub struct {
 	fetch    Fetch
 	interval time.Duration
-	now      func() time.Time
 
-	mu    sync.Mutex
-	feeds map[string]*feed
+	mu     sync.Mutex
+	feeds  map[string]*feed
+	joined uint64 // watchers so far: a watcher's number orders it among its SKU's others
 }
 
 type feed struct {
@@ -44,21 +44,22 @@ type Watcher struct {
 	C          chan Sample
 	sku        string
 	credential string
-	joined     time.Time
+	joined     uint64 // the hub's count when it joined: higher is newer, never a tie
 }
 
 // New is a hub reading through fetch every interval.
 func New(fetch Fetch, interval time.Duration) *Hub {
-	return &Hub{fetch: fetch, interval: interval, now: time.Now, feeds: map[string]*feed{}}
+	return &Hub{fetch: fetch, interval: interval, feeds: map[string]*feed{}}
 }
 
 // Watch adds a watcher of sku; the first watcher of a SKU starts its poller. credential is the
 // watcher's own token: the poller reads with the newest watcher's, so a watcher that leaves
 // takes its token with it.
 func (h *Hub) Watch(sku, credential string) *Watcher {
-	w := &Watcher{C: make(chan Sample, 16), sku: sku, credential: credential, joined: h.now()}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.joined++
+	w := &Watcher{C: make(chan Sample, 16), sku: sku, credential: credential, joined: h.joined}
 	f := h.feeds[sku]
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -111,7 +112,7 @@ func (h *Hub) poll(ctx context.Context, sku string) {
 		if err != nil {
 			s = Sample{Error: err.Error()}
 		}
-		s.At = h.now()
+		s.At = time.Now()
 		h.broadcast(sku, s)
 		select {
 		case <-ctx.Done():
@@ -131,7 +132,7 @@ func (h *Hub) credential(sku string) (string, bool) {
 	}
 	var newest *Watcher
 	for w := range f.watchers {
-		if newest == nil || w.joined.After(newest.joined) {
+		if newest == nil || w.joined > newest.joined {
 			newest = w
 		}
 	}

@@ -73,8 +73,6 @@ func TestTheNewestWatchersTokenReads(t *testing.T) {
 		used <- cred
 		return Sample{}, nil
 	}, 10*time.Millisecond)
-	clock := time.Unix(0, 0)
-	h.now = func() time.Time { clock = clock.Add(time.Second); return clock }
 	a := h.Watch("CUP-1", "alice")
 	b := h.Watch("CUP-1", "bob")
 	h.Leave(b)
