@@ -86,6 +86,20 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 	}
 }
 
+// reconcileLoaded waits until the reconcile page has every card and every figure it fetches:
+// a cell filled late widens its column, and a click aimed before that can land beside its
+// button.
+func reconcileLoaded(t *testing.T, ctx context.Context) {
+	t.Helper()
+	const loaded = `(() => {
+		const cards = [...document.querySelectorAll('section[id^="reconcile-"]')];
+		return cards.length === 4 && cards.every((c) => c.querySelector('tbody tr') !== null) &&
+			[...document.querySelectorAll('[data-last]')].every((c) => c.textContent !== '…');
+	})()`
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](loaded, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+	require.NoError(t, err, "the reconcile page never finished loading")
+}
+
 func exists(t *testing.T, ctx context.Context, sel string) bool {
 	t.Helper()
 	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q) !== null`, sel)))
@@ -275,14 +289,16 @@ func TestConsoleReconcileCheckFromTheBrowser(t *testing.T) {
 	b := browser(t)
 	ops := tab(t, b, "olga", auth.Operator, auth.Viewer)
 	goTo(t, ops, "#/reconcile")
+	reconcileLoaded(t, ops)
 	check := `#reconcile-stock button[data-job="ledger_summary"][data-mode="check"]`
-	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(check)), chromedp.Click(chromedp.CSS(check)),
+	require.NoError(t, chromedp.Do(ops, chromedp.Click(chromedp.CSS(check)),
 		chromedp.WaitVisible(chromedp.CSS("#confirm-ok"))))
 	waitText(t, ops, "#confirm-text", "ledger_summary job: check")
 	require.NoError(t, chromedp.Do(ops, chromedp.Click(chromedp.CSS("#confirm-ok"))))
 	waitText(t, ops, "#flash", "stock ledger_summary check run")
 	waitText(t, ops, "#flash", "found 0")
 	runID := strings.Fields(strings.SplitAfter(text(t, ops, "#flash"), " run ")[1])[0]
+	reconcileLoaded(t, ops) // the run re-rendered the page
 	row := fmt.Sprintf(`#reconcile-stock tr[data-run="%s"]`, runID)
 	require.NoError(t, chromedp.Do(ops, chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row))))
 	waitText(t, ops, "#run-summary", "Checked")
@@ -293,8 +309,9 @@ func TestConsoleReconcileCheckFromTheBrowser(t *testing.T) {
 	// An admin may repair; Cancel in the confirmation runs nothing, Confirm runs the repair.
 	admin := tab(t, b, "root", auth.Admin)
 	goTo(t, admin, "#/reconcile")
+	reconcileLoaded(t, admin)
 	repair := `#reconcile-stock button[data-job="overdue_locks"][data-mode="repair"]`
-	require.NoError(t, chromedp.Do(admin, chromedp.WaitVisible(chromedp.CSS(repair)), chromedp.Click(chromedp.CSS(repair)),
+	require.NoError(t, chromedp.Do(admin, chromedp.Click(chromedp.CSS(repair)),
 		chromedp.WaitVisible(chromedp.CSS("#confirm-cancel")), chromedp.Click(chromedp.CSS("#confirm-cancel"))))
 	waitText(t, admin, "#flash", "overdue_locks: cancelled")
 	require.NoError(t, chromedp.Do(admin, chromedp.Click(chromedp.CSS(repair)),

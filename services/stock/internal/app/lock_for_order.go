@@ -23,13 +23,14 @@ import (
 // forever; the result says so and the error is nil. An HTTP caller (in == nil) gets the
 // validation error (ErrBadOrder, ErrBadSKU, ErrBadQuantity) and nothing is emitted.
 //
-// Every answer without an error is counted in stockflow.stock.lock.outcomes and timed in
-// stockflow.stock.lock.duration (the wait for its batch included).
+// Every outcome is counted in stockflow.stock.lock.outcomes when it commits, even if the
+// caller has stopped waiting (its redelivery then counts a duplicate); every answer without an
+// error is timed in stockflow.stock.lock.duration (the wait for its batch included).
 func (s *Service) LockForOrder(ctx context.Context, in *inbox.Message, orderID string, lines []events.Line, deadline time.Time, operator string) (stock.LockResult, error) {
 	start := time.Now()
 	res, err := s.lockForOrder(ctx, in, orderID, lines, deadline, operator)
 	if err == nil {
-		s.rec.lock(ctx, start, res)
+		s.rec.lockAnswered(ctx, start, res)
 	}
 	return res, err
 }
@@ -90,12 +91,16 @@ func (s *Service) lockOrders(ctx context.Context, calls []lockCall) ([]combine.R
 		}
 		return nil
 	})
+	if err != nil {
+		return out, err
+	}
 	for i, u := range units {
 		if u.Dup {
 			out[i].Value = stock.LockResult{OrderID: calls[i].req.OrderID, Duplicate: true}
 		}
+		s.rec.lockDecided(calls[i].ctx, out[i].Value)
 	}
-	return out, err
+	return out, nil
 }
 
 // rejectInvalid answers the order.created in, whose lines stock cannot take at all (cause),
@@ -108,5 +113,6 @@ func (s *Service) rejectInvalid(ctx context.Context, in *inbox.Message, orderID 
 	if err != nil {
 		return fmt.Errorf("reject order %s (%v): %w", orderID, cause, err)
 	}
+	s.rec.lockDecided(ctx, stock.LockResult{OrderID: orderID, Duplicate: u.Dup, Reason: stock.RejectInvalidOrder})
 	return nil
 }

@@ -216,20 +216,28 @@ func (r *recorder) close() {
 	}
 }
 
-// lock records the answer LockForOrder gave, begun at start.
-func (r *recorder) lock(ctx context.Context, start time.Time, res stock.LockResult) {
-	a := r.locked
+// lockDecided counts a lock outcome once its transaction has committed, whether or not its
+// caller is still waiting for the answer: the counter follows the ledger.
+func (r *recorder) lockDecided(ctx context.Context, res stock.LockResult) {
+	r.lockOutcomes.Add(ctx, 1, r.lockAttrs(res).add...)
+}
+
+// lockAnswered times the answer LockForOrder gave, begun at start.
+func (r *recorder) lockAnswered(ctx context.Context, start time.Time, res stock.LockResult) {
+	r.lockDuration.Record(ctx, time.Since(start).Seconds(), r.lockAttrs(res).rec...)
+}
+
+func (r *recorder) lockAttrs(res stock.LockResult) attrs {
 	switch {
 	case res.Duplicate:
-		a = r.duplicate
+		return r.duplicate
 	case !res.Locked:
-		var ok bool
-		if a, ok = r.rejected[res.Reason]; !ok {
-			a = lockAttrs("rejected", res.Reason)
+		if a, ok := r.rejected[res.Reason]; ok {
+			return a
 		}
+		return lockAttrs("rejected", res.Reason)
 	}
-	r.lockOutcomes.Add(ctx, 1, a.add...)
-	r.lockDuration.Record(ctx, time.Since(start).Seconds(), a.rec...)
+	return r.locked
 }
 
 // resolve records the answer a resolution of step gave, begun at start.

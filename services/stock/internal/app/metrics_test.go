@@ -192,3 +192,33 @@ func TestOversellCountedWhenTheSummaryGuardRefuses(t *testing.T) {
 	assert.Equal(t, map[string]float64{"": 0, "sku=MET-1": 1}, m["stockflow.stock.oversell"])
 	assert.Empty(t, m["stockflow.stock.lock.outcomes"], "a failed lock is no outcome")
 }
+
+// TestLockCountedWhenItCommitsAfterTheCallerLeft: a caller that stops waiting (its context
+// ends while the batch is blocked) gets an error, but the batch still commits its lock — and
+// the counter, which follows the ledger, counts it; the caller's retry counts a duplicate.
+func TestLockCountedWhenItCommitsAfterTheCallerLeft(t *testing.T) {
+	ctx := context.Background()
+	svc, pool, reader := metered(t)
+	_, err := svc.CreateSKU(ctx, "MET-1", 10, "test")
+	require.NoError(t, err)
+
+	blocker, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = blocker.Exec(ctx, `SELECT 1 FROM sku_stock WHERE sku = 'MET-1' FOR UPDATE`)
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = svc.LockForOrder(short, nil, "o-1", []events.Line{line("MET-1", 1)}, time.Now().Add(time.Hour), "test")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller left while the slot row was held")
+	require.NoError(t, blocker.Rollback(ctx))
+
+	require.Eventually(t, func() bool {
+		return collect(t, reader)["stockflow.stock.lock.outcomes"]["outcome=locked,reason="] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the lock that committed after its caller left is counted")
+	res, err := svc.LockForOrder(ctx, nil, "o-1", []events.Line{line("MET-1", 1)}, time.Now().Add(time.Hour), "test")
+	require.NoError(t, err)
+	require.True(t, res.Duplicate)
+	m := collect(t, reader)
+	assert.Equal(t, map[string]float64{"outcome=locked,reason=": 1, "outcome=duplicate,reason=": 1}, m["stockflow.stock.lock.outcomes"])
+	assert.Equal(t, map[string]float64{"outcome=duplicate": 1}, m["stockflow.stock.lock.duration"], "only answers are timed")
+}
