@@ -5,6 +5,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -134,19 +135,31 @@ func (o Options) path(parts ...string) string {
 // Up ensures PostgreSQL and NATS, builds the services and starts each as a process (each of its
 // Replicas, with the fronts before them) with its log in RunDir/logs, and waits until every
 // process's /readyz answers. The services are this process's children and the fronts run in
-// it: tests kill and restart them (UpSupervised has a supervisor do it).
-func Up(ctx context.Context, o Options) (*System, error) {
+// it: tests kill and restart them (UpSupervised has a supervisor do it). An Up that fails
+// runs Down on its RunDir, so nothing it started outlives it (the logs stay).
+func Up(ctx context.Context, o Options) (s *System, err error) {
 	o.defaults()
-	s, err := prepare(ctx, o)
-	if err != nil {
+	defer func() {
+		if err == nil {
+			return
+		}
+		stop := Down
+		if s != nil {
+			stop = func(Options) error { return s.Stop() }
+		}
+		if serr := stop(o); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping what the failed up started: %w", serr))
+		}
+	}()
+	if s, err = prepare(ctx, o); err != nil {
 		return nil, err
 	}
 	if err := Build(ctx, o, Services...); err != nil {
-		return nil, err
+		return s, err
 	}
 	if o.Console {
 		if err := build(ctx, o, consolePkg); err != nil {
-			return nil, err
+			return s, err
 		}
 	}
 	for _, name := range s.processes() {
