@@ -240,8 +240,18 @@ func (r *recorder) lockAttrs(res stock.LockResult) attrs {
 	return r.locked
 }
 
-// resolve records the answer a resolution of step gave, begun at start.
-func (r *recorder) resolve(ctx context.Context, s step, start time.Time, res Resolution) {
+// resolveDecided counts what a resolution of step did once its transaction has committed,
+// whether or not its caller still waits for the answer.
+func (r *recorder) resolveDecided(ctx context.Context, s step, res Resolution) {
+	r.resolveOutcomes.Add(ctx, 1, r.resolveAttrs(s, res).add...)
+}
+
+// resolveAnswered times the answer a resolution of step gave, begun at start.
+func (r *recorder) resolveAnswered(ctx context.Context, s step, start time.Time, res Resolution) {
+	r.resolveDuration.Record(ctx, time.Since(start).Seconds(), r.resolveAttrs(s, res).rec...)
+}
+
+func (r *recorder) resolveAttrs(s step, res Resolution) attrs {
 	out := resolvedNoop
 	switch {
 	case res.Duplicate:
@@ -251,9 +261,7 @@ func (r *recorder) resolve(ctx context.Context, s step, start time.Time, res Res
 	case res.Applied:
 		out = resolvedApplied
 	}
-	a := r.resolved[s][out]
-	r.resolveOutcomes.Add(ctx, 1, a.add...)
-	r.resolveDuration.Record(ctx, time.Since(start).Seconds(), a.rec...)
+	return r.resolved[s][out]
 }
 
 // oversold counts one sighting of each SKU of skus (each once).

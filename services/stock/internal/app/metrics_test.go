@@ -193,32 +193,54 @@ func TestOversellCountedWhenTheSummaryGuardRefuses(t *testing.T) {
 	assert.Empty(t, m["stockflow.stock.lock.outcomes"], "a failed lock is no outcome")
 }
 
-// TestLockCountedWhenItCommitsAfterTheCallerLeft: a caller that stops waiting (its context
-// ends while the batch is blocked) gets an error, but the batch still commits its lock — and
-// the counter, which follows the ledger, counts it; the caller's retry counts a duplicate.
-func TestLockCountedWhenItCommitsAfterTheCallerLeft(t *testing.T) {
+// TestOutcomesCountedWhenTheyCommitAfterTheCallerLeft: a caller that stops waiting (its
+// context ends while the batch is blocked on the SKU's row) gets an error, but the batch still
+// commits — and the counters, which follow the ledger, count it; the caller's retry counts a
+// duplicate. Locks and resolutions alike.
+func TestOutcomesCountedWhenTheyCommitAfterTheCallerLeft(t *testing.T) {
 	ctx := context.Background()
 	svc, pool, reader := metered(t)
 	_, err := svc.CreateSKU(ctx, "MET-1", 10, "test")
 	require.NoError(t, err)
+	whileTheRowIsHeld := func(call func(context.Context) error) {
+		t.Helper()
+		blocker, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = blocker.Exec(ctx, `SELECT 1 FROM sku_stock WHERE sku = 'MET-1' FOR UPDATE`)
+		require.NoError(t, err)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, call(short), context.DeadlineExceeded, "the caller left while the slot row was held")
+		require.NoError(t, blocker.Rollback(ctx))
+	}
+	counted := func(metric, point string) func() bool {
+		return func() bool { return collect(t, reader)[metric][point] == 1 }
+	}
 
-	blocker, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = blocker.Exec(ctx, `SELECT 1 FROM sku_stock WHERE sku = 'MET-1' FOR UPDATE`)
-	require.NoError(t, err)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	_, err = svc.LockForOrder(short, nil, "o-1", []events.Line{line("MET-1", 1)}, time.Now().Add(time.Hour), "test")
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller left while the slot row was held")
-	require.NoError(t, blocker.Rollback(ctx))
-
-	require.Eventually(t, func() bool {
-		return collect(t, reader)["stockflow.stock.lock.outcomes"]["outcome=locked,reason="] == 1
-	}, 10*time.Second, 20*time.Millisecond, "the lock that committed after its caller left is counted")
-	res, err := svc.LockForOrder(ctx, nil, "o-1", []events.Line{line("MET-1", 1)}, time.Now().Add(time.Hour), "test")
+	lock := func(ctx context.Context) (stock.LockResult, error) {
+		return svc.LockForOrder(ctx, nil, "o-1", []events.Line{line("MET-1", 1)}, time.Now().Add(time.Hour), "test")
+	}
+	whileTheRowIsHeld(func(ctx context.Context) error { _, err := lock(ctx); return err })
+	require.Eventually(t, counted("stockflow.stock.lock.outcomes", "outcome=locked,reason="), 10*time.Second, 20*time.Millisecond,
+		"the lock that committed after its caller left is counted")
+	res, err := lock(ctx)
 	require.NoError(t, err)
 	require.True(t, res.Duplicate)
+
+	paid := &inbox.Message{Consumer: "stock-payment-succeeded", ID: "pay-1-event"}
+	whileTheRowIsHeld(func(ctx context.Context) error {
+		_, err := svc.SellLocked(ctx, paid, "o-1", "pay-1", "test")
+		return err
+	})
+	require.Eventually(t, counted("stockflow.stock.resolve.outcomes", "outcome=applied,step=sell"), 10*time.Second, 20*time.Millisecond,
+		"the sale that committed after its caller left is counted")
+	sold, err := svc.SellLocked(ctx, paid, "o-1", "pay-1", "test")
+	require.NoError(t, err)
+	require.True(t, sold.Duplicate)
+
 	m := collect(t, reader)
 	assert.Equal(t, map[string]float64{"outcome=locked,reason=": 1, "outcome=duplicate,reason=": 1}, m["stockflow.stock.lock.outcomes"])
 	assert.Equal(t, map[string]float64{"outcome=duplicate": 1}, m["stockflow.stock.lock.duration"], "only answers are timed")
+	assert.Equal(t, map[string]float64{"outcome=applied,step=sell": 1, "outcome=duplicate,step=sell": 1}, m["stockflow.stock.resolve.outcomes"])
+	assert.Equal(t, map[string]float64{"step=sell": 1}, m["stockflow.stock.resolve.duration"], "only answers are timed")
 }

@@ -29,14 +29,15 @@ type resolveCall struct {
 	kind step
 }
 
-// resolve runs c in the next batch of lock resolutions. Every answer without an error is
-// counted in stockflow.stock.resolve.outcomes and timed in stockflow.stock.resolve.duration.
+// resolve runs c in the next batch of lock resolutions. Every outcome is counted in
+// stockflow.stock.resolve.outcomes when it commits, even if the caller has stopped waiting;
+// every answer without an error is timed in stockflow.stock.resolve.duration.
 func (s *Service) resolve(ctx context.Context, c resolveCall) (Resolution, error) {
 	start := time.Now()
 	c.ctx = ctx
 	res, err := s.resolves.Do(ctx, c)
 	if err == nil {
-		s.rec.resolve(ctx, c.kind, start, res)
+		s.rec.resolveAnswered(ctx, c.kind, start, res)
 	}
 	return res, err
 }
@@ -90,6 +91,9 @@ func (s *Service) resolveOrders(ctx context.Context, calls []resolveCall) ([]com
 		out[i].Err = u.Err
 		for _, e := range written[i] {
 			out[i].Value.Entries = append(out[i].Value.Entries, LedgerSummary{ID: e.ID, SKU: e.SKU, Type: string(e.Type), Qty: e.Qty})
+		}
+		if err == nil && u.Err == nil {
+			s.rec.resolveDecided(calls[i].ctx, calls[i].kind, out[i].Value)
 		}
 	}
 	return out, err
