@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/stockflow/stockflow/pkg/natsx"
 )
 
@@ -322,6 +324,16 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 		}
 	}
 	drifts, err := natsx.CreateStreams(ctx, js, o.streamReplicas())
+	for noPeersYet(err) {
+		// The meta leader answers before it has heard from every peer: a replicated stream
+		// cannot be placed until it has.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats cluster: peers never ready for the streams: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+		drifts, err = natsx.CreateStreams(ctx, js, o.streamReplicas())
+	}
 	for _, d := range drifts {
 		o.Log("nats: stream %s (left as it is; `go run ./tools/cmd/stockflow streams apply` changes it)", d)
 	}
@@ -329,6 +341,13 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 		return fmt.Errorf("nats streams (the NATS URL's user must be allowed to manage them): %w", err)
 	}
 	return nil
+}
+
+// noPeersYet says whether err is the cluster's "no suitable peers for placement" (the server's
+// JSClusterNoPeersErr, 10005; nats.go names no constant for it).
+func noPeersYet(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10005
 }
 
 // NATSAdminURL is the URL, with the admin's credentials, of the NATS that up uses: o.NATSURL
