@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz.sh runs every native Go fuzz target (func FuzzXxx in a _test.go file) of every module
-# for FUZZTIME each: 3s by default (the short form scripts/test.sh runs), `make fuzz` 60s.
+# for FUZZTIME each: 3s by default, `make fuzz` 60s; scripts/test.sh's short form runs
+# FUZZ_SAMPLE=4 of them for 2s.
 # go test -fuzz takes one package and one target at a time, so each target runs on its own.
 # An input that fails is written to the package's testdata/fuzz/FuzzXxx/: commit it, fix the
 # code, and from then on every go test runs it as a regression case (with the seed corpus).
@@ -31,27 +32,35 @@ fuzz_one() {
 		return 1
 	done
 }
+# Every target as "<module dir> <package> <target>", read from the test files (func FuzzXxx(f
+# *testing.F)) without compiling anything.
+targets=()
+while read -r dir; do
+	while IFS=: read -r file decl; do
+		pkg=$(cd "$dir" && go list "./$(dirname "$file")")
+		name=${decl#func }
+		targets+=("$dir $pkg ${name%%(*}")
+	done < <(cd "$dir" && grep -rE --include='*_test.go' --exclude-dir=testdata '^func Fuzz[A-Za-z0-9_]*\(' . | sed 's|^\./||' | sort)
+done < <(go list -m -f '{{.Dir}}')
+# FUZZ_SAMPLE=n fuzzes n of them (the short form in make test): a different n each day, in
+# turn, so every target is fuzzed every few days; FUZZ_OFFSET picks the turn (the day of the
+# year by default, printed so a failure can be run again). Their seed corpora run in every
+# go test regardless.
+sample=${FUZZ_SAMPLE:-${#targets[@]}}
+offset=${FUZZ_OFFSET:-$((10#$(date +%j)))}
+if ((sample < ${#targets[@]})); then
+	echo "fuzz: $sample of ${#targets[@]} targets, turn FUZZ_OFFSET=$offset"
+fi
 ran=0
 failed=()
-while read -r dir; do
-	# Only packages whose tests declare a fuzz target are compiled; go test -list names the
-	# targets (one line each, then "ok <package>"), for all of a module's packages at once.
-	mapfile -t pkgs < <(cd "$dir" && grep -rlE --include='*_test.go' --exclude-dir=testdata '^func Fuzz[A-Z0-9_]' . |
-		xargs -r -n1 dirname | sort -u)
-	((${#pkgs[@]} > 0)) || continue
-	mapfile -t lists < <(cd "$dir" && go test -list '^Fuzz' "${pkgs[@]}" |
-		awk '/^Fuzz/ { names = names " " $1; next } /^ok / { if (names != "") print $2 names; names = "" }')
-	for list in "${lists[@]}"; do
-		read -r pkg targets <<<"$list"
-		for target in $targets; do
-			echo "fuzz $pkg $target for $fuzztime"
-			ran=$((ran + 1))
-			if ! fuzz_one "$dir" "$pkg" "$target"; then
-				failed+=("$pkg $target")
-			fi
-		done
-	done
-done < <(go list -m -f '{{.Dir}}')
+for ((i = 0; i < sample && i < ${#targets[@]}; i++)); do
+	read -r dir pkg target <<<"${targets[$(((offset * sample + i) % ${#targets[@]}))]}"
+	echo "fuzz $pkg $target for $fuzztime"
+	ran=$((ran + 1))
+	if ! fuzz_one "$dir" "$pkg" "$target"; then
+		failed+=("$pkg $target")
+	fi
+done
 echo "fuzz: $ran targets, ${fuzztime} each, in $((SECONDS - start))s"
 if ((${#failed[@]} > 0)); then
 	printf 'fuzz: FAILED %s (the failing input is in its testdata/fuzz/)\n' "${failed[@]}" >&2
