@@ -86,17 +86,12 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 	}
 }
 
-// reconcileLoaded waits until the reconcile page has every card and every figure it fetches:
-// a cell filled late widens its column, and a click aimed before that can land beside its
-// button.
+// reconcileLoaded waits until the reconcile page has every figure it fetches (it marks its
+// view data-loaded): a click aimed before that can hit a page still being drawn.
 func reconcileLoaded(t *testing.T, ctx context.Context) {
 	t.Helper()
-	const loaded = `(() => {
-		const cards = [...document.querySelectorAll('section[id^="reconcile-"]')];
-		return cards.length === 4 && cards.every((c) => c.querySelector('tbody tr') !== null) &&
-			[...document.querySelectorAll('[data-last]')].every((c) => c.textContent !== '…');
-	})()`
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](loaded, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#view > [data-loaded]') !== null`,
+		chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
 	require.NoError(t, err, "the reconcile page never finished loading")
 }
 

@@ -143,12 +143,14 @@ func Up(ctx context.Context, o Options) (s *System, err error) {
 		if err == nil {
 			return
 		}
-		stop := Down
+		var stopErr error
 		if s != nil {
-			stop = func(Options) error { return s.Stop() }
+			stopErr = s.Stop() // its fronts too
+		} else {
+			stopErr = Down(o) // prepare may fail with nats-server already started
 		}
-		if serr := stop(o); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping what the failed up started: %w", serr))
+		if stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping what the failed up started: %w", stopErr))
 		}
 	}()
 	if s, err = prepare(ctx, o); err != nil {

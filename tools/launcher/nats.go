@@ -305,34 +305,30 @@ func ensureStreams(ctx context.Context, o Options, url string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if o.NATSURL == "" && o.streamReplicas() > 1 {
-		// A cluster just started answers JetStream requests once its nodes have elected a
-		// meta leader; a request sent before the routes carried its reply's interest may never
-		// be answered, so each try has its own second.
-		for {
+	// A cluster just started is ready for the streams once its nodes have elected a meta
+	// leader — a request sent before the routes carried its reply's interest may never be
+	// answered, so each try has its own second — and the leader has heard from every peer:
+	// until then a replicated stream finds "no suitable peers for placement". Both are tried
+	// again.
+	clustered := o.NATSURL == "" && o.streamReplicas() > 1
+	var drifts []string
+	for {
+		err = nil
+		if clustered {
 			try, cancelTry := context.WithTimeout(ctx, time.Second)
-			_, err := js.AccountInfo(try)
+			_, err = js.AccountInfo(try)
 			cancelTry()
-			if err == nil {
+		}
+		if err == nil {
+			if drifts, err = natsx.CreateStreams(ctx, js, o.streamReplicas()); !noPeersYet(err) {
 				break
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("nats cluster: no JetStream meta leader: %w", err)
-			case <-time.After(250 * time.Millisecond):
-			}
 		}
-	}
-	drifts, err := natsx.CreateStreams(ctx, js, o.streamReplicas())
-	for noPeersYet(err) {
-		// The meta leader answers before it has heard from every peer: a replicated stream
-		// cannot be placed until it has.
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("nats cluster: peers never ready for the streams: %w", err)
+			return fmt.Errorf("nats cluster: not ready for the streams: %w", err)
 		case <-time.After(250 * time.Millisecond):
 		}
-		drifts, err = natsx.CreateStreams(ctx, js, o.streamReplicas())
 	}
 	for _, d := range drifts {
 		o.Log("nats: stream %s (left as it is; `go run ./tools/cmd/stockflow streams apply` changes it)", d)

@@ -630,6 +630,7 @@ async function adjustmentPage(view, id) {
 // --- reconciliation ---
 
 async function reconcilePage(view) {
+  const lastRuns = [];
   for (const [svc, jobs] of Object.entries(JOBS)) {
     const runs = el('tbody');
     const findings = el('div', { class: 'findings' });
@@ -646,12 +647,12 @@ async function reconcilePage(view) {
     view.append(card);
     for (const job of jobs) {
       const cell = card.querySelector(`[data-last="${job}"]`);
-      api('GET', svc, `/v1/admin/reconcile/runs?job=${job}&limit=1`).then((r) => {
+      lastRuns.push(api('GET', svc, `/v1/admin/reconcile/runs?job=${job}&limit=1`).then((r) => {
         const run = r.runs[0];
         cell.className = run && run.found > run.repaired ? 'error' : '';
         cell.replaceChildren(run ? el('a', { href: '#/reconcile', onclick: (e) => { e.preventDefault(); showRun(findings, svc, run); } },
           `run ${run.id}, ${run.mode} by ${run.trigger}, ${fmtTime(run.finished)}: found ${run.found}, repaired ${run.repaired}`) : 'never run');
-      }).catch((e) => { cell.className = 'error'; cell.textContent = e.message; });
+      }).catch((e) => { cell.className = 'error'; cell.textContent = e.message; }));
     }
     try {
       const r = await api('GET', svc, '/v1/admin/reconcile/runs?limit=10');
@@ -666,6 +667,8 @@ async function reconcilePage(view) {
       runs.append(el('tr', {}, el('td', { colspan: 9, class: 'error' }, e.message)));
     }
   }
+  await Promise.all(lastRuns);
+  view.dataset.loaded = ''; // every figure is in: the page stops moving
 }
 
 async function runJob(svc, job, mode) {
