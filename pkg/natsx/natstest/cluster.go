@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -85,11 +86,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			t.Fatalf("natstest: route forwarder: %v", err)
 		}
 		listeners = append(listeners, l)
-		target := ""
-		if to >= 0 {
-			target = fmt.Sprintf("127.0.0.1:%d", ports[n+to])
-		}
-		go c.forward(l, from, to, target)
+		go c.forward(l, from, to)
 		return l.Addr().String()
 	}
 	c.sink = listen(-1, -1)
@@ -120,6 +117,8 @@ func (c *Cluster) URLs() string {
 // URL is node i's nats:// URL. A client connected through it alone still learns the other
 // nodes from the server and reconnects to them.
 func (c *Cluster) URL(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return fmt.Sprintf("nats://127.0.0.1:%d", c.nodes[i].clientPort)
 }
 
@@ -209,11 +208,36 @@ func (c *Cluster) MoveStreamLeader(stream string, i int) {
 	}
 }
 
-// start runs node i and waits until it accepts connections.
+// start runs node i and waits until it accepts connections. Its ports were free when picked,
+// but until the node listens on them any connection on the machine may be given one (outgoing
+// connections take their local ports from the same range): a node that finds a port taken is
+// started again on fresh ones. The other nodes reach it through the forwarders, which look up
+// its cluster port when they connect; a client finds the new port in URL.
 func (c *Cluster) start(i int) {
 	c.t.Helper()
+	for attempt := 1; ; attempt++ {
+		srv, err := tryServe(c.options(i))
+		if err == nil {
+			c.servers[i] = srv
+			return
+		}
+		if !errors.Is(err, errListen) || attempt == 3 {
+			c.t.Fatalf("natstest: %v", err)
+		}
+		c.t.Logf("natstest: %v; starting node %d again on fresh ports", err, i)
+		ports := freePorts(c.t, 2)
+		c.mu.Lock()
+		c.nodes[i].clientPort, c.nodes[i].clusterPort = ports[0], ports[1]
+		c.mu.Unlock()
+	}
+}
+
+// options are node i's server options.
+func (c *Cluster) options(i int) *server.Options {
+	c.mu.Lock()
 	n := c.nodes[i]
-	c.servers[i] = serve(c.t, &server.Options{
+	c.mu.Unlock()
+	return &server.Options{
 		ServerName: n.name,
 		Host:       "127.0.0.1",
 		Port:       n.clientPort,
@@ -228,7 +252,7 @@ func (c *Cluster) start(i int) {
 			Advertise: c.sink,
 		},
 		Routes: server.RoutesFromStr(strings.Join(n.routes, ",")),
-	})
+	}
 }
 
 // waitHealthy waits until a meta leader knows every node and every running node is healthy.
@@ -260,10 +284,10 @@ func (c *Cluster) wait(what string, ok func() bool) {
 	}
 }
 
-// forward accepts the route connections node from dials on l and forwards them to target,
-// node to's cluster port, until l is closed. It hangs up at once while either node is down,
-// and always for the sink (from -1).
-func (c *Cluster) forward(l net.Listener, from, to int, target string) {
+// forward accepts the route connections node from dials on l and forwards them to node to's
+// cluster port, until l is closed. It hangs up at once while either node is down, and always
+// for the sink (from -1).
+func (c *Cluster) forward(l net.Listener, from, to int) {
 	for {
 		a, err := l.Accept()
 		if err != nil {
@@ -274,6 +298,9 @@ func (c *Cluster) forward(l net.Listener, from, to int, target string) {
 			if from < 0 {
 				return
 			}
+			c.mu.Lock()
+			target := fmt.Sprintf("127.0.0.1:%d", c.nodes[to].clusterPort)
+			c.mu.Unlock()
 			b, err := net.Dial("tcp", target)
 			if err != nil {
 				return

@@ -4,6 +4,9 @@
 package natstest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,18 +48,66 @@ func run(t testing.TB, opts *server.Options) string {
 // small footprint), starts it and waits until it accepts connections.
 func serve(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
+	srv, err := tryServe(opts)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return srv
+}
+
+// errListen is a server that could not listen on a port it was given: something took it.
+var errListen = errors.New("a port is taken")
+
+// tryServe is serve without the test: a server that cannot listen on its ports fails at once
+// with errListen, its own words attached (the server reports it through its logger only).
+func tryServe(opts *server.Options) (*server.Server, error) {
 	opts.JetStream = true
 	opts.NoLog, opts.NoSigs = true, true
 	// Keep the footprint small: tests run several servers side by side on 2 cores.
 	opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		t.Fatalf("natstest: create server %s: %v", opts.ServerName, err)
+		return nil, fmt.Errorf("create server %s: %w", opts.ServerName, err)
 	}
+	log := &fatalLog{}
+	srv.SetLoggerV2(log, false, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatalf("natstest: server %s not ready within 10s", opts.ServerName)
+	for deadline := time.Now().Add(10 * time.Second); !srv.ReadyForConnections(50 * time.Millisecond); {
+		if msg := log.first(); msg != "" {
+			srv.Shutdown()
+			return nil, fmt.Errorf("server %s: %w: %s", opts.ServerName, errListen, msg)
+		}
+		if time.Now().After(deadline) {
+			srv.Shutdown()
+			return nil, fmt.Errorf("server %s not ready within 10s", opts.ServerName)
+		}
 	}
-	return srv
+	return srv, nil
 }
+
+// fatalLog keeps the first fatal message of a server (a listener that failed) and drops the
+// rest of its log.
+type fatalLog struct {
+	mu  sync.Mutex
+	msg string
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.msg == "" {
+		l.msg = fmt.Sprintf(format, v...)
+	}
+}
+
+func (l *fatalLog) first() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msg
+}
+
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
