@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,14 +138,14 @@ func dropDatabases(prefix string) {
 	}
 }
 
-// freePort is a TCP port nothing listens on now.
+// freePort is a TCP port nothing listens on now, never one handed out before in this run
+// (launcher.FreePort: two quick picks may otherwise get the same port).
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := launcher.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func randomHex(n int) string {
