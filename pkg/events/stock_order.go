@@ -34,6 +34,13 @@ type StockOrderLock struct {
 	Deadline time.Time `json:"deadline"`
 }
 
+// OrderNotFound is the error code of a 404 that means "no such order", from stock's
+// StockOrderPath and the order service's GET /v1/orders/{id} alike (the contract's error body,
+// {"error":{"code":…}}). A 404 with another code, or none — route_not_found from a base path
+// that is wrong, a gateway's own page — says nothing about the order, and the reconciliation
+// jobs that act on an unknown order leave it alone.
+const OrderNotFound = "order_not_found"
+
 // StockOrderPath is the path of an order's StockOrder on the stock service.
 func StockOrderPath(orderID string) string {
 	return "/v1/internal/orders/" + url.PathEscape(orderID)

@@ -143,27 +143,35 @@ func NotFound(mux *http.ServeMux) {
 }
 
 // GetJSON fetches url with client and decodes a 200 response's JSON body into dst. It returns
-// the status code; a status other than 200 is not an error (the caller decides what a 404
-// means), a transport failure or an undecodable 200 body is.
-func GetJSON(ctx context.Context, client *http.Client, url string, dst any) (int, error) {
+// the status code and, for another status, the error code of the contract's error body ("" when
+// the body is not one: a proxy's page, say). A status other than 200 is not an error (the
+// caller decides what a 404 with which code means); a transport failure or an undecodable 200
+// body is.
+func GetJSON(ctx context.Context, client *http.Client, url string, dst any) (status int, code string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, fmt.Errorf("get %s: %w", url, err)
+		return 0, "", fmt.Errorf("get %s: %w", url, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("get %s: %w", url, err)
+		return 0, "", fmt.Errorf("get %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("get %s: read body: %w", url, err)
+		return resp.StatusCode, "", fmt.Errorf("get %s: read body: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, nil
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(body, &e) // not the contract's body: no code
+		return resp.StatusCode, e.Error.Code, nil
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
-		return resp.StatusCode, fmt.Errorf("get %s: decode: %w", url, err)
+		return resp.StatusCode, "", fmt.Errorf("get %s: decode: %w", url, err)
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, "", nil
 }

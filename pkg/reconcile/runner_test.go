@@ -187,7 +187,7 @@ func TestAdminAPIRejectsBadInput(t *testing.T) {
 	assert.Equal(t, reconcile.Repair, rep.Mode)
 	assert.Equal(t, "api:ada", rep.Trigger, "the run records who asked")
 	var runs struct{ Runs []reconcile.Report }
-	status, err := httpx.GetJSON(context.Background(), bearerClient(admin), srv.URL+"/v1/admin/reconcile/runs?job=slow&limit=5", &runs)
+	status, _, err := httpx.GetJSON(context.Background(), bearerClient(admin), srv.URL+"/v1/admin/reconcile/runs?job=slow&limit=5", &runs)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status)
 	assert.Len(t, runs.Runs, 2)

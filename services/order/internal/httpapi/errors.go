@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/catalog"
@@ -20,7 +21,7 @@ var (
 	codeInvalidSKU            = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_sku")
 	codeInvalidUnitPrice      = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_unit_price")
 	codeInvalidCurrency       = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_currency")
-	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, "order_not_found")
+	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, events.OrderNotFound)
 )
 
 // errs maps every error a use case returns to its HTTP status and stable code: the one place

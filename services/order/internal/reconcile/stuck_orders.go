@@ -42,15 +42,16 @@ func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) recon
 		res.Checked = len(orders)
 		for _, o := range orders {
 			var so events.StockOrder
-			status, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(o.ID()), &so)
+			status, code, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(o.ID()), &so)
 			f := reconcile.Finding{Kind: "stuck_order", IDs: map[string]string{"order_id": o.ID()},
 				Detail: fmt.Sprintf("%s %s past its payment deadline", o.Status(), time.Since(o.ExpiresAt()).Round(time.Second))}
-			if err != nil || (status != http.StatusOK && status != http.StatusNotFound) {
-				f.Error = fmt.Sprintf("could not ask stock: status %d: %v", status, err)
+			unknown := status == http.StatusNotFound && code == events.OrderNotFound
+			if err != nil || (status != http.StatusOK && !unknown) {
+				f.Error = fmt.Sprintf("could not ask stock: status %d %s: %v", status, code, err)
 				res.Findings = append(res.Findings, f)
 				continue
 			}
-			what, apply := derive(o, status == http.StatusNotFound, so, cfg.StuckOrdersGrace)
+			what, apply := derive(o, unknown, so, cfg.StuckOrdersGrace)
 			f.Detail += "; stock: " + what
 			if mode == reconcile.Repair && apply != nil {
 				f.Repaired, f.Error = apply(ctx, svc, o.ID())

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/order/internal/app"
@@ -22,16 +24,24 @@ import (
 	"github.com/stockflow/stockflow/services/order/internal/reconcile"
 )
 
+// newOrders is the order service's use cases on a real database, CUP-1 priced, with a
+// payment window of a second.
+func newOrders(t *testing.T) (*app.Service, *pgxpool.Pool) {
+	t.Helper()
+	pool, _ := pgtest.New(t, postgres.Schemas()...)
+	store := postgres.New(pool)
+	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Second})
+	_, err := svc.SetPrice(context.Background(), "CUP-1", 100, "CNY", 0, "test")
+	require.NoError(t, err)
+	return svc, pool
+}
+
 // Each thing stock may have recorded about a stuck order leads to its transition. Stock's read
 // API is played by a server answering what a real stock would for each case (test/e2e runs
 // the real one, for the released case); the order database is real.
 func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := pgtest.New(t, postgres.Schemas()...)
-	store := postgres.New(pool)
-	svc := app.New(store, store, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Policy{PaymentWindow: time.Second})
-	_, err := svc.SetPrice(ctx, "CUP-1", 100, "CNY", 0, "test")
-	require.NoError(t, err)
+	svc, pool := newOrders(t)
 	place := func(key string) string {
 		o, _, err := svc.PlaceOrder(ctx, app.PlaceOrderRequest{IdempotencyKey: key, BuyerID: "u1", Currency: "CNY",
 			PaymentTimeout: time.Second, Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}}})
@@ -121,4 +131,31 @@ func TestStuckOrdersFollowWhatStockRecorded(t *testing.T) {
 		"order.created re-published by reconciliation (1): stock had no record of the order",
 		"order.created re-published by reconciliation (2): stock had no record of the order",
 	}, notes)
+}
+
+// Only stock's own 404 order_not_found means stock never saw the order: a 404 from a wrong
+// STOCK_URL (route_not_found) is a failure to ask, and re-publishes nothing.
+func TestStuckOrdersTakeOnlyStocksOwnNotFound(t *testing.T) {
+	ctx := context.Background()
+	svc, pool := newOrders(t)
+	o, _, err := svc.PlaceOrder(ctx, app.PlaceOrderRequest{IdempotencyKey: "k1", BuyerID: "u1", Currency: "CNY",
+		PaymentTimeout: time.Second, Items: []app.ItemRequest{{SKU: "CUP-1", Qty: 1}}})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	httpx.NotFound(mux)
+	stock := httptest.NewServer(mux)
+	t.Cleanup(stock.Close)
+	time.Sleep(1100 * time.Millisecond) // the deadline passes
+	r, err := pkgreconcile.NewRunner(pool, nil, reconcile.StuckOrders(svc, stock.Client(), config.Config{StockURL: stock.URL, ReconcileBatch: 100}))
+	require.NoError(t, err)
+
+	repair, err := r.Run(ctx, "stuck_orders", pkgreconcile.Repair, "test")
+	require.NoError(t, err)
+	assert.Zero(t, repair.Repaired)
+	require.Len(t, repair.Findings, 1)
+	assert.Contains(t, repair.Findings[0].Error, "could not ask stock: status 404 route_not_found")
+	var created int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE subject LIKE 'order.created.%' AND convert_from(data, 'UTF8') LIKE '%' || $1 || '%'`,
+		o.ID()).Scan(&created))
+	assert.Equal(t, 1, created, "the first order.created only")
 }

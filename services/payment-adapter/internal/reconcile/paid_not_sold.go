@@ -44,18 +44,19 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 		res.Checked = len(ps)
 		for _, p := range ps {
 			var o events.StockOrder
-			status, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(p.OrderID()), &o)
+			status, code, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(p.OrderID()), &o)
 			f := reconcile.Finding{Kind: "paid_not_sold", IDs: map[string]string{"payment_id": p.ID(), "order_id": p.OrderID()},
 				Values: map[string]int64{"amount": p.Amount()}}
+			unknown := status == http.StatusNotFound && code == events.OrderNotFound
 			switch {
-			case err != nil || (status != http.StatusOK && status != http.StatusNotFound):
+			case err != nil || (status != http.StatusOK && !unknown):
 				f.Kind, f.Detail = "paid_not_sold_unknown", "could not ask stock"
-				f.Error = fmt.Sprintf("status %d: %v", status, err)
+				f.Error = fmt.Sprintf("status %d %s: %v", status, code, err)
 				res.Findings = append(res.Findings, f)
 				continue
 			case status == http.StatusOK && o.PaidBy == p.ID():
 				continue // sold by this payment
-			case status == http.StatusNotFound:
+			case unknown:
 				f.Detail = "payment succeeded; stock has no record of the order"
 			case o.PaidBy == "":
 				f.Detail = fmt.Sprintf("payment succeeded; stock has not sold the order (locks %s)", lockStates(o.Locks))

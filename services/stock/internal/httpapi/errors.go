@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
 	"github.com/stockflow/stockflow/services/stock/internal/stock"
@@ -31,7 +32,7 @@ var (
 	codeInvalidPaymentID      = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_payment_id")
 	codeInvalidReason         = httpx.NewCode(http.StatusUnprocessableEntity, "invalid_reason")
 	codeSKUNotFound           = httpx.NewCode(http.StatusNotFound, "sku_not_found")
-	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, "order_not_found")
+	codeOrderNotFound         = httpx.NewCode(http.StatusNotFound, events.OrderNotFound)
 	codeInsufficientStock     = httpx.NewCode(http.StatusConflict, "insufficient_stock")
 )
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/services/stock/internal/app"
@@ -19,10 +20,11 @@ import (
 var terminal = map[string]bool{"closed": true, "cancelled": true, "rejected": true}
 
 // OrphanLocks is job 3, the after-the-flash-sale sweep: locks held for more than age whose
-// order the order service does not know (404) or has closed, cancelled or rejected are
+// order the order service does not know (404 order_not_found) or has closed, cancelled or rejected are
 // released as cancellations (release_cancel rows, stock.released with reason cancel), up to
 // batch orders a run. It asks GET {orderURL}/v1/orders/{id}; an order it cannot ask about
-// (the order service down) is reported with the error and left alone.
+// (the order service down, or a 404 without order_not_found: a wrong orderURL answered
+// route_not_found) is reported with the error and left alone.
 func OrphanLocks(svc *app.Service, client *http.Client, orderURL string, interval, age time.Duration, batch int) reconcile.Job {
 	base := strings.TrimSuffix(orderURL, "/")
 	return reconcile.Job{Name: "orphan_locks", Interval: interval, Run: func(ctx context.Context, mode reconcile.Mode) (reconcile.Result, error) {
@@ -35,15 +37,15 @@ func OrphanLocks(svc *app.Service, client *http.Client, orderURL string, interva
 			var o struct {
 				Status string `json:"status"`
 			}
-			status, err := httpx.GetJSON(ctx, client, base+"/v1/orders/"+url.PathEscape(id), &o)
+			status, code, err := httpx.GetJSON(ctx, client, base+"/v1/orders/"+url.PathEscape(id), &o)
 			f := reconcile.Finding{Kind: "orphan_lock", IDs: map[string]string{"order_id": id}}
 			switch {
 			case err != nil:
 				f.Kind, f.Detail, f.Error = "orphan_lock_unknown", "could not ask the order service", err.Error()
-			case status == http.StatusNotFound:
+			case status == http.StatusNotFound && code == events.OrderNotFound:
 				f.Detail = "locks held for an order the order service does not know"
 			case status != http.StatusOK:
-				f.Kind, f.Detail, f.Error = "orphan_lock_unknown", "could not ask the order service", fmt.Sprintf("status %d", status)
+				f.Kind, f.Detail, f.Error = "orphan_lock_unknown", "could not ask the order service", fmt.Sprintf("status %d %s", status, code)
 			case terminal[o.Status]:
 				f.Detail = "locks held for an order that is " + o.Status
 			default:

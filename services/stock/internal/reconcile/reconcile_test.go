@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/httpx"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	pkgreconcile "github.com/stockflow/stockflow/pkg/reconcile"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -196,4 +199,63 @@ func TestLedgerSummaryLeavesWhatARebuildCannotFix(t *testing.T) {
 	require.Len(t, rep.Findings, 1)
 	assert.Equal(t, "summary_locks", rep.Findings[0].Kind)
 	assert.False(t, rep.Findings[0].Repaired)
+}
+
+// orphan_locks releases the locks of an order only on the order service's own word that it
+// has no such order (404 order_not_found). A 404 without that code — a wrong STOCK_ORDER_URL
+// answered by the order service's route_not_found, a proxy's plain page — is reported as
+// unknown and releases nothing.
+func TestOrphanLocksReleasesOnlyOrdersTheOrderServiceDoesNotKnow(t *testing.T) {
+	orderService := http.NewServeMux()
+	orderService.HandleFunc("GET /v1/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "o-ghost" {
+			httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, events.OrderNotFound, "no order"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"awaiting_payment"}`))
+	})
+	routeNotFound := http.NewServeMux()
+	httpx.NotFound(routeNotFound)
+	for _, c := range []struct {
+		name     string
+		handler  http.Handler
+		released []string
+	}{
+		{"the order service", orderService, []string{"o-ghost"}},
+		{"a wrong base path (route_not_found)", routeNotFound, nil},
+		{"a proxy's plain 404", http.NotFoundHandler(), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.handler)
+			t.Cleanup(srv.Close)
+			svc, _, r := setup(t, func(svc *app.Service) []pkgreconcile.Job {
+				return []pkgreconcile.Job{reconcile.OrphanLocks(svc, srv.Client(), srv.URL, 0, 0, 100)}
+			})
+			ctx := context.Background()
+			_, err := svc.CreateSKU(ctx, "CUP-1", 10, "test")
+			require.NoError(t, err)
+			lock(t, svc, "o-ghost", "CUP-1", 3, time.Now().Add(time.Hour))
+			lock(t, svc, "o-open", "CUP-1", 2, time.Now().Add(time.Hour))
+
+			repair := run(t, r, "orphan_locks", pkgreconcile.Repair)
+			assert.Equal(t, len(c.released), repair.Repaired)
+			var released []string
+			for _, id := range []string{"o-ghost", "o-open"} {
+				locks, err := svc.Locks(ctx, id)
+				require.NoError(t, err)
+				if locks[0].State() == stock.StateReleased {
+					released = append(released, id)
+				}
+			}
+			assert.Equal(t, c.released, released)
+			if c.released == nil {
+				require.Len(t, repair.Findings, 2, "each held order is reported")
+				for _, f := range repair.Findings {
+					assert.Equal(t, "orphan_lock_unknown", f.Kind)
+					assert.Contains(t, f.Error, "status 404")
+				}
+			}
+			requireAddsUp(t, svc, "CUP-1", 10, 5-int64(3*len(c.released)), 0)
+		})
+	}
 }
