@@ -125,6 +125,7 @@ func TestScheduleFiresAtDeadline(t *testing.T) {
 	assert.Equal(t, natsx.ScheduleSubject("o-1"), fired.Header.Get(natsx.HeaderScheduler))
 	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", fired.Header.Get("traceparent"), "headers are carried")
 	assert.Empty(t, fired.Header.Get(natsx.HeaderSchedule), "schedule headers are stripped")
+	assert.Equal(t, natsx.Retention.String(), fired.Header.Get("Nats-TTL"), "the fired message expires: one subject per order would otherwise keep it for ever")
 	assert.False(t, fired.Time.Before(at.Truncate(time.Second)), "fired at %v, before the deadline %v", fired.Time, at)
 
 	// A one-shot schedule removes itself once fired.
@@ -451,4 +452,54 @@ func TestWorkersHandleMessagesConcurrentlyEachOnce(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return handled.Load() == msgs }, 15*time.Second, 20*time.Millisecond)
 	assert.Equal(t, int32(workers), peak.Load(), "exactly Workers handlers ran at once")
+}
+
+// A fired deadline message expires at the TTL its schedule set (HeaderScheduleTTL; the server
+// copies it into the fired message's Nats-TTL): each order fires on its own subject, which
+// one message per subject never trims.
+func TestAFiredScheduleExpiresAtItsTTL(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	hdrs, err := natsx.ScheduleHeaders("o-1", time.Now().Add(time.Second))
+	require.NoError(t, err)
+	hdrs[natsx.HeaderScheduleTTL] = "1s" // Retention in production
+	m := nats.NewMsg(natsx.ScheduleSubject("o-1"))
+	for k, v := range hdrs {
+		m.Header.Set(k, v)
+	}
+	_, err = js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		_, err := lastMsg(ctx, js, natsx.StreamSchedules, natsx.FireSubject("o-1"))
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "schedule did not fire")
+	require.Eventually(t, func() bool {
+		_, err := lastMsg(ctx, js, natsx.StreamSchedules, natsx.FireSubject("o-1"))
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}, 10*time.Second, 50*time.Millisecond, "the fired message stayed past its TTL")
+}
+
+// A SCHEDULES stream from before per-message TTLs refuses the schedules this build publishes:
+// a start stops on it until the admin applies the configuration.
+func TestSchedulesWithoutMessageTTLsStopAStartUntilApplied(t *testing.T) {
+	ctx := context.Background()
+	nc, js, err := natsx.Connect(ctx, natstest.Start(t), t.Name())
+	require.NoError(t, err)
+	defer nc.Close()
+	for _, cfg := range natsx.StreamConfigs(1) {
+		if cfg.Name == natsx.StreamSchedules {
+			cfg.AllowMsgTTL = false
+			_, err := js.CreateStream(ctx, cfg)
+			require.NoError(t, err)
+		}
+	}
+	_, err = natsx.PrepareStreams(ctx, nc, js, 1)
+	require.ErrorIs(t, err, natsx.ErrStreamsNotReady)
+	assert.Contains(t, err.Error(), natsx.StreamSchedules+" differs in message TTLs")
+
+	require.NoError(t, natsx.ApplyStreams(ctx, js, 1))
+	drifts, err := natsx.CheckStreams(ctx, js, 1)
+	require.NoError(t, err)
+	assert.Empty(t, drifts)
 }

@@ -75,7 +75,13 @@ const (
 	HeaderSchedule       = "Nats-Schedule"        // "@at <RFC3339>" for a one-shot schedule
 	HeaderScheduleTarget = "Nats-Schedule-Target" // subject the schedule publishes to, in the same stream
 	HeaderScheduler      = "Nats-Scheduler"       // set by the server on a fired message: the schedule's subject
+	HeaderScheduleTTL    = "Nats-Schedule-TTL"    // the fired message's time to live (its Nats-TTL)
 )
+
+// Retention is how long the event streams keep a message (MaxAge), and a fired deadline
+// message stays in SCHEDULES (HeaderScheduleTTL): every order has its own fire subject, so
+// without it each fired deadline would stay for ever.
+const Retention = 14 * 24 * time.Hour
 
 // DuplicateWindow is how long every stream remembers a Nats-Msg-Id: a republish of the same
 // event id within it (relay restart, replica race) is stored once.
@@ -83,9 +89,10 @@ const DuplicateWindow = 2 * time.Minute
 
 // StreamConfigs returns the configuration of every stream, each with replicas replicas
 // (NATS_STREAM_REPLICAS: 1 on a single server, 3 on a three-node cluster). All streams use file
-// storage, limits retention and DuplicateWindow. Event streams keep 14 days; SCHEDULES has no
-// age limit (a pending schedule must never expire before it fires) and keeps one message per
-// subject: a new schedule for an order replaces the old one, as does a new fire message.
+// storage, limits retention and DuplicateWindow. Event streams keep messages for Retention;
+// SCHEDULES has no age limit (a pending schedule must never expire before it fires) and keeps
+// one message per subject: a new schedule for an order replaces the old one, as does a new fire
+// message. A fired message expires Retention after it fires (per-message TTLs, AllowMsgTTL).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	event := func(name, desc string, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
@@ -96,7 +103,7 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 			Retention:   jetstream.LimitsPolicy,
 			Discard:     jetstream.DiscardOld,
 			Replicas:    replicas,
-			MaxAge:      14 * 24 * time.Hour,
+			MaxAge:      Retention,
 			Duplicates:  DuplicateWindow,
 		}
 	}
@@ -104,6 +111,7 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	schedules.MaxAge = 0
 	schedules.MaxMsgsPerSubject = 1
 	schedules.AllowMsgSchedules = true
+	schedules.AllowMsgTTL = true // the fired messages' HeaderScheduleTTL
 	schedules.AllowRollup = true // required by schedules; the server would turn it on anyway
 	deadLetter := event(StreamDeadLetter, "terminated and exhausted messages, for inspection and replay", SubjectsDeadLetter, SubjectsMaxDeliveries)
 	deadLetter.MaxAge = 30 * 24 * time.Hour
@@ -206,6 +214,8 @@ func drift(want, got jetstream.StreamConfig) (blocking, other []string) {
 		{"retention", got.Retention == want.Retention, true},
 		{"max messages per subject", perSubject(got.MaxMsgsPerSubject) == perSubject(want.MaxMsgsPerSubject), true},
 		{"message schedules", got.AllowMsgSchedules == want.AllowMsgSchedules, true},
+		// A schedule that sets its fired message's TTL is refused by a stream without them.
+		{"message TTLs", got.AllowMsgTTL || !want.AllowMsgTTL, true},
 		{fmt.Sprintf("replicas (%d, configured %d)", got.Replicas, want.Replicas), got.Replicas == want.Replicas, false},
 		{"storage", got.Storage == want.Storage, false},
 		{"max age", got.MaxAge == want.MaxAge, false},
@@ -250,7 +260,8 @@ func FireSubject(orderID string) string { return SubjectFirePrefix + orderID }
 
 // ScheduleHeaders returns the headers that turn a message published on ScheduleSubject(orderID)
 // into a one-shot schedule: the server stores it and, at at (whole seconds, UTC), publishes a
-// copy of its body and other headers to FireSubject(orderID), then deletes the schedule. Put
+// copy of its body and other headers to FireSubject(orderID), to expire Retention later, then
+// deletes the schedule. Put
 // them in an events.Message's Headers to schedule through the outbox. A later schedule for the
 // same order replaces the pending one; an at in the past fires at once.
 func ScheduleHeaders(orderID string, at time.Time) (map[string]string, error) {
@@ -260,6 +271,7 @@ func ScheduleHeaders(orderID string, at time.Time) (map[string]string, error) {
 	return map[string]string{
 		HeaderSchedule:       "@at " + at.UTC().Format(time.RFC3339),
 		HeaderScheduleTarget: FireSubject(orderID),
+		HeaderScheduleTTL:    Retention.String(),
 	}, nil
 }
 
