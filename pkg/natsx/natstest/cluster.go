@@ -221,7 +221,7 @@ func (c *Cluster) start(i int) {
 			c.servers[i] = srv
 			return
 		}
-		if !errors.Is(err, errListen) || attempt == 3 {
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
 			c.t.Fatalf("natstest: %v", err)
 		}
 		c.t.Logf("natstest: %v; starting node %d again on fresh ports", err, i)

@@ -6,6 +6,7 @@ package natstest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,11 +56,12 @@ func serve(t testing.TB, opts *server.Options) *server.Server {
 	return srv
 }
 
-// errListen is a server that could not listen on a port it was given: something took it.
-var errListen = errors.New("a port is taken")
+// errPortTaken is a server that could not listen on a port it was given: something took it.
+var errPortTaken = errors.New("a port is taken")
 
-// tryServe is serve without the test: a server that cannot listen on its ports fails at once
-// with errListen, its own words attached (the server reports it through its logger only).
+// tryServe is serve without the test. A server that cannot start fails at once with its own
+// words, which it reports through its logger only (wrapping errPortTaken when a port it was
+// given is in use), instead of leaving the caller to wait out the readiness timeout.
 func tryServe(opts *server.Options) (*server.Server, error) {
 	opts.JetStream = true
 	opts.NoLog, opts.NoSigs = true, true
@@ -75,7 +77,11 @@ func tryServe(opts *server.Options) (*server.Server, error) {
 	for deadline := time.Now().Add(10 * time.Second); !srv.ReadyForConnections(50 * time.Millisecond); {
 		if msg := log.first(); msg != "" {
 			srv.Shutdown()
-			return nil, fmt.Errorf("server %s: %w: %s", opts.ServerName, errListen, msg)
+			err := fmt.Errorf("server %s could not start: %s", opts.ServerName, msg)
+			if strings.Contains(msg, "address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return nil, err
 		}
 		if time.Now().After(deadline) {
 			srv.Shutdown()
@@ -85,8 +91,8 @@ func tryServe(opts *server.Options) (*server.Server, error) {
 	return srv, nil
 }
 
-// fatalLog keeps the first fatal message of a server (a listener that failed) and drops the
-// rest of its log.
+// fatalLog keeps the first fatal message of a server (a listener that failed, say) and drops
+// the rest of its log.
 type fatalLog struct {
 	mu  sync.Mutex
 	msg string

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// A server given a port something else holds fails with errListen and the server's own words
+// A server given a port something else holds fails with errPortTaken and the server's own words
 // (not by waiting out the readiness timeout, which fails otherwise); the cluster then starts
 // the node on fresh ports.
 func TestAServerWhosePortIsTakenFailsAtOnce(t *testing.T) {
@@ -22,8 +22,8 @@ func TestAServerWhosePortIsTakenFailsAtOnce(t *testing.T) {
 		srv.Shutdown()
 		t.Fatal("a server started on a port that was taken")
 	}
-	if !errors.Is(err, errListen) {
-		t.Fatalf("err = %v, want errListen", err)
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("err = %v, want errPortTaken", err)
 	}
 	t.Log(err)
 }
