@@ -41,7 +41,7 @@ var Schema = postgres.MigrationsSchema("outbox", migrations)
 
 // Write stores msgs in tx, to be published once tx commits, in one statement whatever their
 // number. Each message's Headers are stored with the W3C trace context of ctx added
-// (traceparent, tracestate, baggage), so consumers continue the caller's trace; a message that
+// (traceparent, tracestate), so consumers continue the caller's trace; a message that
 // already carries a traceparent keeps it. A message whose ID is already in the outbox is
 // skipped: the same fact is published once.
 //

@@ -22,8 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Setup installs the global TracerProvider for service and the W3C TraceContext + Baggage
-// propagator, and returns a shutdown that flushes pending spans (call it on exit, with a
+// Setup installs the global TracerProvider for service and the W3C TraceContext propagator, and returns a shutdown that flushes pending spans (call it on exit, with a
 // deadline). Spans go to exp; when exp is nil they go to an OTLP/HTTP exporter configured by
 // the standard OTEL_EXPORTER_OTLP_* variables if OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nowhere otherwise. With nowhere to go a span
@@ -66,11 +65,11 @@ func Setup(ctx context.Context, service string, exp sdktrace.SpanExporter) (shut
 	}, nil
 }
 
-// Propagator is the propagator stockflow uses everywhere: W3C traceparent/tracestate and
-// baggage. Setup installs it globally.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
+// Propagator is the propagator stockflow uses everywhere: W3C traceparent and tracestate.
+// Setup installs it globally. Baggage is not propagated: nothing here reads it, and a client's
+// baggage header (up to 8 KB) would be copied into every outbox row and message its request
+// causes.
+func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // HTTPHandler wraps h so every request runs in a server span named after the route pattern
 // that served it ("POST /v1/orders"; operation, the service's name, until a mux has matched),

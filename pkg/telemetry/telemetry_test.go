@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -144,4 +145,17 @@ func TestTraceFlowsFromHTTPThroughOutboxAndNATSToConsumer(t *testing.T) {
 	assert.Equal(t, server.SpanContext.SpanID(), send.Parent.SpanID(), "the send is a child of the request span")
 	assert.Equal(t, send.SpanContext.SpanID(), consumer.Parent.SpanID(), "the consumer span is a child of the send")
 	assert.Equal(t, consumer.SpanContext.SpanID(), consumerCtx.SpanID(), "the handler runs inside the consumer span")
+}
+
+// A caller's trace context travels on; its baggage does not (review F21: a client could pad
+// every event its request causes with up to 8 KB).
+func TestAClientsBaggageIsNotCarriedOn(t *testing.T) {
+	in := http.Header{}
+	in.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	in.Set("baggage", "pad="+strings.Repeat("x", 100))
+	ctx := telemetry.Propagator().Extract(context.Background(), propagation.HeaderCarrier(in))
+	out := map[string]string{}
+	telemetry.Propagator().Inject(ctx, propagation.MapCarrier(out))
+	assert.Equal(t, in.Get("traceparent"), out["traceparent"])
+	assert.NotContains(t, out, "baggage")
 }
