@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -73,4 +74,27 @@ func TestEndpointTakesNilAsTheZeroRequest(t *testing.T) {
 	got, err := Endpoint(func(_ context.Context, req *greetRequest) (bool, error) { return req == nil, nil })(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, true, got)
+}
+
+// One JSON object, then only white space: a stray closing bracket or brace after it is as
+// malformed as a second value (review F23: dec.More alone let them through).
+func TestUnmarshalStrictRefusesTrailingData(t *testing.T) {
+	for body, ok := range map[string]bool{
+		`{"name":"x"}`:          true,
+		"{\"name\":\"x\"} \n\t": true,
+		`{"name":"x"}]`:         false,
+		`{"name":"x"}}`:         false,
+		`{"name":"x"} {}`:       false,
+		`{"name":"x"},`:         false,
+	} {
+		var v fuzzTarget
+		err := UnmarshalStrict([]byte(body), &v)
+		if ok && err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+		var he *Error
+		if !ok && (!errors.As(err, &he) || he.Status != http.StatusBadRequest) {
+			t.Errorf("%q: err = %v, want a 400 malformed_json", body, err)
+		}
+	}
 }

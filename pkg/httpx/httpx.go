@@ -4,13 +4,14 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
@@ -44,12 +45,13 @@ func ReadBody(r *http.Request) ([]byte, error) {
 
 // UnmarshalStrict decodes one JSON object, refusing unknown fields and trailing data.
 func UnmarshalStrict(body []byte, dst any) error {
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return codeMalformedJSON.Errorf("%v", err)
 	}
-	if dec.More() {
+	// Only white space may follow (dec.More alone misses a stray ']' or '}').
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return codeMalformedJSON.Errorf("trailing data after the JSON object")
 	}
 	return nil
