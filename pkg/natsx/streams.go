@@ -261,9 +261,9 @@ func FireSubject(orderID string) string { return SubjectFirePrefix + orderID }
 // ScheduleHeaders returns the headers that turn a message published on ScheduleSubject(orderID)
 // into a one-shot schedule: the server stores it and, at at (whole seconds, UTC), publishes a
 // copy of its body and other headers to FireSubject(orderID), to expire Retention later, then
-// deletes the schedule. Put
-// them in an events.Message's Headers to schedule through the outbox. A later schedule for the
-// same order replaces the pending one; an at in the past fires at once.
+// deletes the schedule. Put them in an events.Message's Headers to schedule through the
+// outbox. A later schedule for the same order replaces the pending one; an at in the past
+// fires at once.
 func ScheduleHeaders(orderID string, at time.Time) (map[string]string, error) {
 	if err := checkToken(orderID); err != nil {
 		return nil, fmt.Errorf("schedule headers: %w", err)
