@@ -1,6 +1,7 @@
 package events
 
 import (
+	"net/http"
 	"net/url"
 	"time"
 )
@@ -40,6 +41,12 @@ type StockOrderLock struct {
 // that is wrong, a gateway's own page — says nothing about the order, and the reconciliation
 // jobs that act on an unknown order leave it alone.
 const OrderNotFound = "order_not_found"
+
+// NoSuchOrder says whether an answer (its status and error code, httpx.GetJSON's) is the
+// service's word that it has no such order.
+func NoSuchOrder(status int, code string) bool {
+	return status == http.StatusNotFound && code == OrderNotFound
+}
 
 // StockOrderPath is the path of an order's StockOrder on the stock service.
 func StockOrderPath(orderID string) string {

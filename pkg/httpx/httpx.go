@@ -144,6 +144,20 @@ func NotFound(mux *http.ServeMux) {
 	})
 }
 
+// ErrorCode is the code of an error response's body in the contract's form (WriteError's
+// {"error":{"code":…}}), or "" when body is not one.
+func ErrorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Code
+}
+
 // GetJSON fetches url with client and decodes a 200 response's JSON body into dst. It returns
 // the status code and, for another status, the error code of the contract's error body ("" when
 // the body is not one: a proxy's page, say). A status other than 200 is not an error (the
@@ -164,13 +178,7 @@ func GetJSON(ctx context.Context, client *http.Client, url string, dst any) (sta
 		return resp.StatusCode, "", fmt.Errorf("get %s: read body: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e) // not the contract's body: no code
-		return resp.StatusCode, e.Error.Code, nil
+		return resp.StatusCode, ErrorCode(body), nil
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		return resp.StatusCode, "", fmt.Errorf("get %s: decode: %w", url, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/httpx"
 )
 
 // APIError is a non-2xx answer of a stockflow API, with the body's stable error code.
@@ -171,16 +172,7 @@ func (c *Client) Do(ctx context.Context, op, method, u string, body any, headers
 		return resp.StatusCode, fmt.Errorf("%s: read body: %w", op, err)
 	}
 	if resp.StatusCode >= 300 {
-		ae := &APIError{Op: op, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw))}
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil {
-			ae.Code = e.Error.Code
-		}
-		return resp.StatusCode, ae
+		return resp.StatusCode, &APIError{Op: op, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw)), Code: httpx.ErrorCode(raw)}
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {

@@ -45,7 +45,7 @@ func StuckOrders(svc *app.Service, client *http.Client, cfg config.Config) recon
 			status, code, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(o.ID()), &so)
 			f := reconcile.Finding{Kind: "stuck_order", IDs: map[string]string{"order_id": o.ID()},
 				Detail: fmt.Sprintf("%s %s past its payment deadline", o.Status(), time.Since(o.ExpiresAt()).Round(time.Second))}
-			unknown := status == http.StatusNotFound && code == events.OrderNotFound
+			unknown := events.NoSuchOrder(status, code)
 			if err != nil || (status != http.StatusOK && !unknown) {
 				f.Error = fmt.Sprintf("could not ask stock: status %d %s: %v", status, code, err)
 				res.Findings = append(res.Findings, f)

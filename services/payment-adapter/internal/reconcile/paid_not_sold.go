@@ -47,7 +47,7 @@ func PaidNotSold(svc *app.Service, client *http.Client, cfg config.Config) recon
 			status, code, err := httpx.GetJSON(ctx, client, base+events.StockOrderPath(p.OrderID()), &o)
 			f := reconcile.Finding{Kind: "paid_not_sold", IDs: map[string]string{"payment_id": p.ID(), "order_id": p.OrderID()},
 				Values: map[string]int64{"amount": p.Amount()}}
-			unknown := status == http.StatusNotFound && code == events.OrderNotFound
+			unknown := events.NoSuchOrder(status, code)
 			switch {
 			case err != nil || (status != http.StatusOK && !unknown):
 				f.Kind, f.Detail = "paid_not_sold_unknown", "could not ask stock"

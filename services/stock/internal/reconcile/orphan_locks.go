@@ -42,7 +42,7 @@ func OrphanLocks(svc *app.Service, client *http.Client, orderURL string, interva
 			switch {
 			case err != nil:
 				f.Kind, f.Detail, f.Error = "orphan_lock_unknown", "could not ask the order service", err.Error()
-			case status == http.StatusNotFound && code == events.OrderNotFound:
+			case events.NoSuchOrder(status, code):
 				f.Detail = "locks held for an order the order service does not know"
 			case status != http.StatusOK:
 				f.Kind, f.Detail, f.Error = "orphan_lock_unknown", "could not ask the order service", fmt.Sprintf("status %d %s", status, code)
