@@ -171,3 +171,28 @@ func TestStocktakeFiledWithoutALedgerPointIsRefused(t *testing.T) {
 	_, err = svc.DecideAdjustment(ctx, id, false, "bob")
 	require.NoError(t, err, "it can still be rejected")
 }
+
+// TestStocktakeBeyondOneMovementIsRefusedWhenFiled (review F23): a count may be up to 10¹², but
+// one movement carries at most stock.MaxQty. A count further than that from the book is
+// refused when filed — it could never be approved — and files nothing; one at the limit is
+// filed.
+func TestStocktakeBeyondOneMovementIsRefusedWhenFiled(t *testing.T) {
+	ctx := context.Background()
+	svc := stocktakeSetup(t, modes[0]) // book on_hand 100
+	counted := int64(100 + stock.MaxQty + 1)
+	a, err := stock.NewAdjustment("CUP-1", stock.ChangeStocktake, nil, &counted, "cycle count", "alice")
+	require.NoError(t, err, "the request itself is well formed")
+	_, err = svc.RequestAdjustment(ctx, a)
+	require.ErrorIs(t, err, stock.ErrBadAdjustment)
+	filed, err := svc.Adjustments(ctx, app.AdjustmentQuery{SKU: "CUP-1", Limit: 10})
+	require.NoError(t, err)
+	assert.Empty(t, filed, "nothing filed")
+
+	a = fileStocktake(t, svc, 100+stock.MaxQty)
+	a, err = svc.DecideAdjustment(ctx, a.ID, true, "bob")
+	require.NoError(t, err, "a count at the limit applies")
+	got, err := svc.GetSKU(ctx, "CUP-1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(100+stock.MaxQty), got.OnHand)
+	requireConsistent(t, svc)
+}

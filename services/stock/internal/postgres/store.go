@@ -259,7 +259,10 @@ func (t *Tx) RequestAdjustment(ctx context.Context, a stock.Adjustment) (stock.A
 		if err != nil {
 			return a, err
 		}
-		a.CountedAt, pointID, bookOnHand = &p, &p.LedgerID, &p.OnHand
+		if err := a.CountAt(p); err != nil {
+			return a, err
+		}
+		pointID, bookOnHand = &p.LedgerID, &p.OnHand
 	}
 	err := t.tx.QueryRow(ctx, `INSERT INTO adjustment (sku, kind, delta, counted, reason, requested_by, counted_at_ledger_id, book_on_hand)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,

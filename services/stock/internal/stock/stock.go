@@ -281,6 +281,18 @@ func NewAdjustment(sku string, kind ChangeType, delta, counted *int64, reason, b
 	return Adjustment{SKU: sku, Kind: kind, Delta: delta, Counted: counted, Reason: reason, RequestedBy: by, State: AdjustmentPending}, nil
 }
 
+// CountAt records the point in the ledger a stocktake's count is taken at. It refuses a count
+// that differs from the book there by more than MaxQty: no movement could carry it, so its
+// approval could only fail.
+func (a *Adjustment) CountAt(p LedgerPoint) error {
+	if d := *a.Counted - p.OnHand; d > MaxQty || d < -MaxQty {
+		return fmt.Errorf("%w: counted %d differs from the book's on_hand %d by more than %d, the most one stocktake moves",
+			ErrBadAdjustment, *a.Counted, p.OnHand, MaxQty)
+	}
+	a.CountedAt = &p
+	return nil
+}
+
 // Decide checks that by may decide a pending adjustment.
 func (a Adjustment) Decide(by string) error {
 	if a.State != AdjustmentPending {
