@@ -27,7 +27,8 @@ import (
 // first commit (git log -p -- pkg/events: later commits tightened validation and added
 // StockOrder, an HTTP body, not an event), so its fixtures are the ones the package always
 // had, moved into the folder. v1.1 adds payment.refund_requested (payment-adapter's own
-// two-step refund); every other fixture is v1.0's.
+// two-step refund); every other fixture is v1.0's. v1.2 adds payment.nothing_to_refund (the
+// answer to an order refund no payment paid, review F12); the rest are v1.1's.
 
 // currentRelease is the folder of the fixtures this build writes.
 var currentRelease = filepath.Join("testdata", "v"+events.ContractVersion)

@@ -36,7 +36,7 @@ const SchemaVersion = 1
 //   - Renaming, removing or retyping a field, or making an optional field required, is a new
 //     major: SchemaVersion 2, published beside version 1 (or on a new subject) until no
 //     consumer of version 1 runs; only then are the v1.* folders removed.
-const ContractVersion = "1.1"
+const ContractVersion = "1.2"
 
 // Event is implemented by every payload type in this package.
 type Event interface {

@@ -49,6 +49,7 @@ var contract = []struct {
 	}},
 	{as(events.Decode[events.PaymentFailed]), events.PaymentFailed{PaymentID: "pay-2", OrderID: "ord-1", Reason: "declined"}},
 	{as(events.Decode[events.PaymentRefunded]), events.PaymentRefunded{PaymentID: "pay-1", OrderID: "ord-1", Amount: 8498}},
+	{as(events.Decode[events.PaymentNothingToRefund]), events.PaymentNothingToRefund{OrderID: "ord-5"}},
 	{as(events.Decode[events.PaymentRefundRequested]), events.PaymentRefundRequested{
 		PaymentID: "pay-1", OrderID: "ord-1", RefundID: "refund-pay-1", Reason: "sell_failed: already_paid",
 	}},
@@ -217,6 +218,7 @@ func TestEveryEventRejectsAMissingRequiredField(t *testing.T) {
 		events.SubjectPaymentFailed:          "reason",
 		events.SubjectPaymentRefunded:        "order_id",
 		events.SubjectPaymentRefundRequested: "refund_id",
+		events.SubjectPaymentNothingToRefund: "order_id",
 		events.SubjectStockLocked:            "lines",
 		events.SubjectStockLockRejected:      "reason",
 		events.SubjectStockSold:              "order_id",

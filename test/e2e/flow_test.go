@@ -82,6 +82,35 @@ func TestRefundRestocksAndShipDeducts(t *testing.T) {
 	c.requireConsistent()
 }
 
+// TestRefundOfAnOrderSoldByHandCompletes is review F12: an order sold through stock's internal
+// API has no payment in payment-adapter. Its refund restocks it and answers
+// payment.nothing_to_refund, so the order ends refunded instead of waiting in refund_pending
+// for ever.
+func TestRefundOfAnOrderSoldByHandCompletes(t *testing.T) {
+	c := client{t}
+	sku := newSKU(t, c, 10)
+	id := c.order("30m", item{SKU: sku, Qty: 2, UnitPrice: 500})
+	c.waitStatus(id, "awaiting_payment", 10*time.Second)
+	status, body := c.call("POST", sys.URLs["stock"]+"/v1/internal/orders/"+id+"/sell", nil, nil)
+	require.Less(t, status, 300, "%v", body)
+	c.waitStatus(id, "paid", 10*time.Second)
+	status, body = c.call("POST", sys.URLs["order"]+"/v1/orders/"+id+"/ship", nil, nil)
+	require.Less(t, status, 300, "%v", body)
+	c.waitStatus(id, "shipped", 10*time.Second)
+
+	status, body = c.call("POST", sys.URLs["order"]+"/v1/orders/"+id+"/refund", nil, nil)
+	require.Less(t, status, 300, "%v", body)
+	o := c.waitStatus(id, "refunded", 20*time.Second)
+	history := o["history"].([]any)
+	assert.Contains(t, history[len(history)-1].(map[string]any)["reason"], "no payment to refund")
+	require.Eventually(t, func() bool { return figures(c, sku) == [4]float64{10, 10, 0, 0} }, 10*time.Second, 50*time.Millisecond,
+		"the returned goods are back on hand: got %v", figures(c, sku))
+	status, body = c.call("GET", sys.URLs["payment-adapter"]+"/v1/payments?order_id="+id, nil, nil)
+	require.Equal(t, http.StatusOK, status, "%v", body)
+	assert.Empty(t, body["payments"], "no payment was made or refunded")
+	c.requireConsistent()
+}
+
 func TestLatePaymentIsResoldWhenStockAllows(t *testing.T) {
 	c := client{t}
 	sku := newSKU(t, c, 5)

@@ -42,7 +42,7 @@ var (
 		events.SubjectStockSellFailed, events.SubjectStockReleased, events.SubjectStockRestocked,
 		events.SubjectStockShipped,
 	}
-	PaymentSubjects = []string{events.SubjectPaymentFailed, events.SubjectPaymentRefunded}
+	PaymentSubjects = []string{events.SubjectPaymentFailed, events.SubjectPaymentRefunded, events.SubjectPaymentNothingToRefund}
 	// GateSubjects are the outcomes after which an order no longer holds what the gate gave
 	// it — the lock was rejected, released (timeout, cancel), or its sold units restocked —
 	// and the lock, which holds units the gate may not have given (a bypassed Take).
@@ -102,6 +102,9 @@ func All(svc *app.Service) []service.Consumer {
 			}),
 			follow(svc, func(ev events.PaymentRefunded) (string, app.Apply, error) {
 				return ev.OrderID, func(o *order.Order, at time.Time) (bool, error) { return o.PaymentRefunded(at, ev.PaymentID) }, nil
+			}),
+			follow(svc, func(ev events.PaymentNothingToRefund) (string, app.Apply, error) {
+				return ev.OrderID, (*order.Order).NothingToRefund, nil
 			}),
 		)},
 	}

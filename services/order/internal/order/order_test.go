@@ -179,6 +179,7 @@ var (
 	actTimeout  = action{"stock released (timeout)", func(o *order.Order) (bool, error) { return o.StockReleased(at, order.ReleaseTimeout) }}
 	actCancelRl = action{"stock released (cancel)", func(o *order.Order) (bool, error) { return o.StockReleased(at, order.ReleaseCancel) }}
 	actRefunded = action{"payment refunded", func(o *order.Order) (bool, error) { return o.PaymentRefunded(at, "p1") }}
+	actNothing  = action{"nothing to refund", func(o *order.Order) (bool, error) { return o.NothingToRefund(at) }}
 )
 
 // outcome is what an action does from one status. Statuses an action's table leaves out
@@ -216,6 +217,8 @@ func TestTransitionsFromEveryStatus(t *testing.T) {
 		// noted on one that is or may be sold (an extra payment's refund).
 		{actRefunded, map[order.Status]outcome{RP: {Rf, true}, C: {Rf, true}, X: {Rf, true}, R: {Rf, true}, Rf: {Rf, false},
 			P: {P, true}, A: {A, true}, Pd: {Pd, true}, S: {S, true}}},
+		// No payment paid the order (it was sold by hand): its refund completes (review F12).
+		{actNothing, map[order.Status]outcome{RP: {Rf, true}, Rf: {Rf, false}}},
 	}
 	for _, tc := range tests {
 		for _, from := range order.Statuses() {

@@ -289,6 +289,21 @@ func (o *Order) PaymentRefunded(at time.Time, paymentID string) (changed bool, e
 	return true, nil
 }
 
+// NothingToRefund: payment-adapter holds no payment that paid the order — it was sold by hand —
+// so no payment.refunded will come; refund_pending → refunded, the history saying the money,
+// if any, goes back outside stockflow (review F12). On a refunded order it changes nothing;
+// any other status cannot follow the refund request it answers and is refused.
+func (o *Order) NothingToRefund(at time.Time) (changed bool, err error) {
+	switch o.status {
+	case RefundPending:
+		o.record(Refunded, at, "no payment to refund: the order was not paid through stockflow; any money goes back the way it came")
+		return true, nil
+	case Refunded:
+		return false, nil
+	}
+	return false, o.refuse("complete the refund of")
+}
+
 // Note adds a history entry that keeps the status (stock restocked, stock shipped, a
 // payment attempt failed). It is allowed in every status.
 func (o *Order) Note(at time.Time, reason string) {

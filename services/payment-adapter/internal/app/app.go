@@ -19,11 +19,10 @@ import (
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
 )
 
-// Selector picks the payments an update applies to: one payment by id, every payment of an
-// order, or one payment by its provider transaction (Provider and ProviderTxnID).
+// Selector picks the payment an update applies to: by id, or by its provider transaction
+// (Provider and ProviderTxnID).
 type Selector struct {
 	PaymentID     string
-	OrderID       string
 	Provider      string
 	ProviderTxnID string
 }
@@ -41,14 +40,18 @@ type Store interface {
 	RecordPayment(ctx context.Context, provider, txnID, orderID string,
 		decide func(payment.OrderTotal) (*payment.Payment, []events.Message, error)) (p *payment.Payment, created bool, err error)
 	// UpdatePayments claims in (when not nil) — a processed message returns duplicate=true
-	// and touches nothing — then locks the payments sel picks (FOR UPDATE, oldest first),
-	// calls fn on each, stores what fn changed and writes the messages fn returns to the
-	// outbox. found is how many payments sel picked. fn's error rolls everything back. A
-	// PaymentID that picks nothing returns an error wrapping payment.ErrNotFound, nothing
-	// stored (not even the claim), and so does a provider transaction that picks nothing; an
-	// OrderID that picks nothing is found=0, no error.
+	// and touches nothing — then locks the payment sel picks (FOR UPDATE), calls fn on it,
+	// stores what fn changed and writes the messages fn returns to the outbox. fn's error
+	// rolls everything back. A selector that picks nothing returns an error wrapping
+	// payment.ErrNotFound, nothing stored (not even the claim).
 	UpdatePayments(ctx context.Context, in *inbox.Message, sel Selector,
-		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error)) (duplicate bool, found int, err error)
+		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error)) (duplicate bool, err error)
+	// UpdateOrderPayments is UpdatePayments for every payment of an order, oldest first (none
+	// is no error); then, in the same transaction, it writes the messages done returns, given
+	// the payments as fn left them.
+	UpdateOrderPayments(ctx context.Context, in *inbox.Message, orderID string,
+		fn func(*payment.Payment) (changed bool, msgs []events.Message, err error),
+		done func([]*payment.Payment) ([]events.Message, error)) (duplicate bool, err error)
 	// Get returns the payment, or an error wrapping payment.ErrNotFound.
 	Get(ctx context.Context, id string) (*payment.Payment, error)
 	// ListByOrder returns the payments of an order, oldest first (none: empty, no error).

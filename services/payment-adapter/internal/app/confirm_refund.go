@@ -88,7 +88,7 @@ func (s *Service) ConfirmRefund(ctx context.Context, paymentID string, repair bo
 		return c, nil
 	}
 	changed := false
-	_, _, err = s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
+	_, err = s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
 		func(p *payment.Payment) (bool, []events.Message, error) {
 			defer func() { c.After = p.Refund() }()
 			ch, msgs, err := s.applyRefund(ctx, p, res, "reconcile")

@@ -63,7 +63,7 @@ func (s *Service) ExecuteRefund(ctx context.Context, _ inbox.Message, ev events.
 func (s *Service) askRefund(ctx context.Context, p *payment.Payment, source string) (*payment.Refund, error) {
 	res, callErr := s.callRefund(ctx, p)
 	var out *payment.Refund
-	_, _, err := s.store.UpdatePayments(ctx, nil, Selector{PaymentID: p.ID()},
+	_, err := s.store.UpdatePayments(ctx, nil, Selector{PaymentID: p.ID()},
 		func(p *payment.Payment) (bool, []events.Message, error) {
 			defer func() { out = p.Refund() }()
 			if callErr != nil {

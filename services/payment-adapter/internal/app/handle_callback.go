@@ -173,7 +173,7 @@ func (s *Service) record(ctx context.Context, n payment.Notification, source str
 func (s *Service) applyRefundNotice(ctx context.Context, n payment.Notification) (CallbackResult, error) {
 	res := CallbackResult{RefundNotice: true}
 	changed := false
-	_, _, err := s.store.UpdatePayments(ctx, nil, Selector{Provider: n.Provider, ProviderTxnID: n.ProviderTxnID},
+	_, err := s.store.UpdatePayments(ctx, nil, Selector{Provider: n.Provider, ProviderTxnID: n.ProviderTxnID},
 		func(p *payment.Payment) (bool, []events.Message, error) {
 			res.Payment = p
 			r, rn := p.Refund(), n.Refund

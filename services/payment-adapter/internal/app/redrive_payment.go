@@ -26,7 +26,7 @@ func (s *Service) ListSucceeded(ctx context.Context, from, to time.Time, limit i
 // payment.ErrNotSucceeded (refunded meanwhile, or failed) and payment.ErrRedriveWaiting emit
 // nothing.
 func (s *Service) RedrivePayment(ctx context.Context, paymentID string, wait time.Duration) (n int, err error) {
-	_, _, err = s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
+	_, err = s.store.UpdatePayments(ctx, nil, Selector{PaymentID: paymentID},
 		func(p *payment.Payment) (bool, []events.Message, error) {
 			if n, err = p.Redrive(s.now(), wait); err != nil {
 				return false, nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
@@ -32,7 +33,7 @@ func (s *Service) RefundPayment(ctx context.Context, in inbox.Message, paymentID
 	if paymentID == "" {
 		return fmt.Errorf("refund payment: %w: no payment id", ErrPaymentUnknown)
 	}
-	_, _, err := s.store.UpdatePayments(ctx, &in, Selector{PaymentID: paymentID}, s.requestRefund(ctx, reason))
+	_, err := s.store.UpdatePayments(ctx, &in, Selector{PaymentID: paymentID}, s.requestRefund(ctx, reason))
 	if errors.Is(err, payment.ErrNotFound) {
 		return fmt.Errorf("refund payment %s: %w: %w", paymentID, ErrPaymentUnknown, err)
 	}
@@ -46,16 +47,16 @@ func (s *Service) RefundPayment(ctx context.Context, in inbox.Message, paymentID
 // order.refund_requested: the buyer gets all the money of the order back, one
 // payment.refunded per payment once each refund succeeded.
 //
-// An order with no succeeded payment (none at all, only failed ones, or all refunded or being
-// refunded already, say by stock.sell_failed first) is acknowledged with a log line and no
-// event. Decision: the order service only requests a refund of an order that was paid, and
-// paid means a payment.succeeded from here, so "nothing to refund" means the money is already
-// back or on its way; an error would only loop in retries and then dead-letter a message that
-// needs no action. The order completes on the payment.refunded it gets.
+// An order no payment paid (none at all, or only failed ones, refunded or not) was sold by
+// hand (stock's manual sell): it gets payment.nothing_to_refund, on which the order completes
+// its refund (review F12, decision 0002). An order whose succeeded payments are all refunded
+// or being refunded already (say by stock.sell_failed first) is acknowledged with a log line
+// and no event: its money is back or on its way, and when a payment refunded for another
+// reason was all it had, the order waits in refund_pending for a human (its age alert).
 func (s *Service) RefundOrder(ctx context.Context, in inbox.Message, orderID, reason string) error {
 	requested := 0
 	fn := s.requestRefund(ctx, reason)
-	dup, found, err := s.store.UpdatePayments(ctx, &in, Selector{OrderID: orderID},
+	dup, err := s.store.UpdateOrderPayments(ctx, &in, orderID,
 		func(p *payment.Payment) (bool, []events.Message, error) {
 			if p.Status() != payment.Succeeded || p.Refund() != nil {
 				return false, nil, nil // failed ones took no money; refunded or refunding ones are done
@@ -65,13 +66,27 @@ func (s *Service) RefundOrder(ctx context.Context, in inbox.Message, orderID, re
 				requested++
 			}
 			return changed, msgs, err
+		},
+		func(ps []*payment.Payment) ([]events.Message, error) {
+			if requested > 0 {
+				return nil, nil
+			}
+			if slices.ContainsFunc(ps, (*payment.Payment).PaidOrder) {
+				s.log.WarnContext(ctx, "refund requested for an order whose payments are all refunded or being refunded already; nothing to do",
+					"order_id", orderID, "payments", len(ps), "message_id", in.ID)
+				return nil, nil
+			}
+			s.log.InfoContext(ctx, "refund requested for an order no payment paid: nothing to refund here",
+				"order_id", orderID, "payments", len(ps), "message_id", in.ID)
+			ev := events.PaymentNothingToRefund{OrderID: orderID}
+			msg, err := events.EncodeWithID(ev.Subject()+":"+orderID, ev, s.now())
+			return []events.Message{msg}, err
 		})
 	if err != nil {
 		return fmt.Errorf("refund order %s: %w", orderID, err)
 	}
-	if !dup && requested == 0 {
-		s.log.WarnContext(ctx, "refund requested for an order with no succeeded payment left to refund; nothing to do",
-			"order_id", orderID, "payments", found, "message_id", in.ID)
+	if dup {
+		s.log.DebugContext(ctx, "order.refund_requested already processed", "order_id", orderID, "message_id", in.ID)
 	}
 	return nil
 }

@@ -189,16 +189,34 @@ func TestRefundRequestedRefundsEverySucceededPaymentOfTheOrder(t *testing.T) {
 	assert.Equal(t, payment.Succeeded, e.status(other.ID()))
 }
 
-func TestRefundRequestedWithoutSucceededPaymentIsAcknowledgedSilently(t *testing.T) {
+// TestRefundRequestedForAnOrderNoPaymentPaidIsNothingToRefund (review F12): an order sold by
+// hand has no payment here, or only failed ones; its refund request is answered
+// payment.nothing_to_refund, once, so that the order can complete. An order whose only
+// succeeded payment was refunded already for another reason gets nothing: it waits for a
+// human.
+func TestRefundRequestedForAnOrderNoPaymentPaidIsNothingToRefund(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "c", ID: "rr-none"}, "ord-never-paid", ""))
 	bad := e.paid("ord-1", "txn-c", 1) // its refund requested when recorded, with no payment.refunded
-	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "c", ID: "rr-failed"}, "ord-1", ""))
 	require.Empty(t, e.drive())
-	assert.Empty(t, e.refunded())
-	assert.Equal(t, []string{bad.ID()}, e.requested())
-	assert.Equal(t, payment.Refunded, e.status(bad.ID()))
+	require.Equal(t, payment.Refunded, e.status(bad.ID()))
+	in := inbox.Message{Consumer: "c", ID: "rr-failed"}
+	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", ""))
+	require.NoError(t, e.svc.RefundOrder(ctx, in, "ord-1", "")) // redelivery
+
+	late := e.paid("ord-2", "txn-d", 9800)
+	require.NoError(t, e.svc.RefundPayment(ctx, inbox.Message{Consumer: "c", ID: "sf-d"}, late.ID(), "sell_failed: released"))
+	require.Empty(t, e.drive())
+	require.NoError(t, e.svc.RefundOrder(ctx, inbox.Message{Consumer: "c", ID: "rr-late"}, "ord-2", ""))
+
+	var orders []string
+	for _, ev := range outboxOf[events.PaymentNothingToRefund](t, e.pool, events.SubjectPaymentNothingToRefund) {
+		orders = append(orders, ev.OrderID)
+	}
+	assert.Equal(t, []string{"ord-never-paid", "ord-1"}, orders, "once each; none for ord-2, which a payment paid")
+	assert.Equal(t, []string{late.ID()}, e.refunded())
+	assert.ElementsMatch(t, []string{bad.ID(), late.ID()}, e.requested())
 }
 
 func TestSellFailedForUnknownPaymentIsPermanent(t *testing.T) {

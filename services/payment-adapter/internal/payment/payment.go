@@ -395,6 +395,19 @@ func (p *Payment) CapturedMismatch() bool {
 	return p.status == Failed && (p.failureReason == ReasonAmountMismatch || p.failureReason == ReasonCurrencyMismatch)
 }
 
+// PaidOrder reports whether p paid its order: it succeeded, and may have been refunded since.
+// A payment captured for the wrong amount or currency never did, refunded or not (its
+// refund's reason is its failure reason).
+func (p *Payment) PaidOrder() bool {
+	switch p.status {
+	case Succeeded:
+		return true
+	case Refunded:
+		return p.refund == nil || (p.refund.Reason != ReasonAmountMismatch && p.refund.Reason != ReasonCurrencyMismatch)
+	}
+	return false
+}
+
 // RequestRefund records the request of p's one refund (RefundIDOf(p.ID())) for reason at at:
 // changed=true when it is new. A payment whose refund was requested before — in whatever
 // state it is, refunded included — changes nothing (changed=false, nil): a payment has one

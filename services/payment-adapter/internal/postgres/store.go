@@ -116,32 +116,39 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 
 // UpdatePayments implements app.Store.
 func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.Selector,
-	fn func(*payment.Payment) (bool, []events.Message, error)) (duplicate bool, found int, err error) {
-	picks := 0
-	for _, set := range []bool{sel.PaymentID != "", sel.OrderID != "", sel.ProviderTxnID != ""} {
-		if set {
-			picks++
+	fn func(*payment.Payment) (bool, []events.Message, error)) (duplicate bool, err error) {
+	if (sel.PaymentID != "") == (sel.ProviderTxnID != "") || (sel.ProviderTxnID != "") != (sel.Provider != "") {
+		return false, errors.New("update payments: select by exactly one of payment id and provider transaction")
+	}
+	where, args := "payment_id = $1", []any{sel.PaymentID}
+	if sel.ProviderTxnID != "" {
+		where, args = "provider = $1 AND provider_txn_id = $2", []any{sel.Provider, sel.ProviderTxnID}
+	}
+	return s.update(ctx, in, where, args, fn, func(ps []*payment.Payment) ([]events.Message, error) {
+		if len(ps) == 0 {
+			return nil, fmt.Errorf("%w: %s%s", payment.ErrNotFound, sel.PaymentID, sel.ProviderTxnID) // rolls back the claim
 		}
-	}
-	if picks != 1 || (sel.ProviderTxnID != "") != (sel.Provider != "") {
-		return false, 0, errors.New("update payments: select by exactly one of payment id, order id and provider transaction")
-	}
+		return nil, nil
+	})
+}
+
+// UpdateOrderPayments implements app.Store.
+func (s *Store) UpdateOrderPayments(ctx context.Context, in *inbox.Message, orderID string,
+	fn func(*payment.Payment) (bool, []events.Message, error),
+	done func([]*payment.Payment) ([]events.Message, error)) (duplicate bool, err error) {
+	return s.update(ctx, in, "order_id = $1", []any{orderID}, fn, done)
+}
+
+// update claims in, locks the payments where picks, calls fn on each and stores what it
+// changed, then done on them all; the messages of both go to the outbox.
+func (s *Store) update(ctx context.Context, in *inbox.Message, where string, args []any,
+	fn func(*payment.Payment) (bool, []events.Message, error),
+	done func([]*payment.Payment) ([]events.Message, error)) (duplicate bool, err error) {
 	duplicate, err = outbox.InTx(ctx, s.pool, in, func(tx pgx.Tx) ([]events.Message, error) {
-		where, args := "payment_id = $1", []any{sel.PaymentID}
-		switch {
-		case sel.OrderID != "":
-			where, args = "order_id = $1", []any{sel.OrderID}
-		case sel.ProviderTxnID != "":
-			where, args = "provider = $1 AND provider_txn_id = $2", []any{sel.Provider, sel.ProviderTxnID}
-		}
 		ps, err := query(ctx, tx, selectPayments+` WHERE `+where+` ORDER BY created_at, payment_id FOR UPDATE`, args...)
 		if err != nil {
 			return nil, err
 		}
-		if len(ps) == 0 && sel.OrderID == "" {
-			return nil, fmt.Errorf("%w: %s%s", payment.ErrNotFound, sel.PaymentID, sel.ProviderTxnID) // rolls back the claim
-		}
-		found = len(ps)
 		var msgs []events.Message
 		for _, p := range ps {
 			changed, m, err := fn(p)
@@ -155,12 +162,13 @@ func (s *Store) UpdatePayments(ctx context.Context, in *inbox.Message, sel app.S
 			}
 			msgs = append(msgs, m...)
 		}
-		return msgs, nil
+		m, err := done(ps)
+		return append(msgs, m...), err
 	})
 	if err != nil {
-		return false, 0, fmt.Errorf("update payments: %w", err)
+		return false, fmt.Errorf("update payments: %w", err)
 	}
-	return duplicate, found, nil
+	return duplicate, nil
 }
 
 // save writes the mutable columns of p: status, refund and re-drives.
