@@ -281,7 +281,11 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h H
 		tracer:  otel.Tracer(instrumentation),
 		metrics: metrics,
 	}
-	prefetch := min(spec.MaxAckPending, 64)
+	// The client buffers at most two messages per worker: a worker that finishes finds the
+	// next one here while the refill is pulled, and a queued message waits about two
+	// handler runs, not the 64/Workers it could wait before — long enough, under slow
+	// handlers, to outlive AckWait and be redelivered while still queued (review F18).
+	prefetch := min(spec.MaxAckPending, 2*spec.Workers, 64)
 	pull := []jetstream.PullConsumeOpt{
 		jetstream.PullMaxMessages(prefetch),
 		// Pulls of 5 s (heartbeats every 2.5 s) instead of 30 s: when the node serving the

@@ -503,3 +503,34 @@ func TestSchedulesWithoutMessageTTLsStopAStartUntilApplied(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, drifts)
 }
+
+// TestQueuedMessagesAreNotRedeliveredWhileTheyWait is review F18: a consumer prefetched up to
+// 64 messages for its workers, and under slow handlers a message could wait in the client's
+// buffer past AckWait and be redelivered while still queued (its delivery count climbing
+// towards MaxDeliver with no handler failing). Two workers, handlers of 250 ms, AckWait 2 s,
+// 24 messages: 3 s of work, so with a deep prefetch the last ones wait longer than AckWait.
+func TestQueuedMessagesAreNotRedeliveredWhileTheyWait(t *testing.T) {
+	ctx := context.Background()
+	js := setup(t)
+	const msgs = 24
+	var handled, redelivered atomic.Int32
+	stop, err := natsx.Consume(ctx, js, natsx.ConsumerSpec{Stream: natsx.StreamOrder, Durable: "slow", Workers: 2, AckWait: 2 * time.Second},
+		func(_ context.Context, m jetstream.Msg) error {
+			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+				redelivered.Add(1)
+			}
+			time.Sleep(250 * time.Millisecond)
+			handled.Add(1)
+			return nil
+		}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer stop()
+	for i := range msgs {
+		_, err := js.Publish(ctx, "order.created", fmt.Appendf(nil, "m%d", i))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return handled.Load() >= msgs }, 30*time.Second, 20*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a redelivery already on its way is handled too
+	assert.Zero(t, redelivered.Load(), "no message was delivered twice")
+	assert.Equal(t, int32(msgs), handled.Load())
+}
