@@ -32,6 +32,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// PublishWindow is how many asynchronous publishes may await their acks at once. The outbox
+// relay publishes a batch at a time, so a batch may not be larger (OUTBOX_RELAY_BATCH): past
+// the window a publish stalls and fails (review F17).
+const PublishWindow = 1024
+
 // Connect dials the NATS server at url as client name and returns the connection and its
 // JetStream context. The connection reconnects forever (every second, with jitter) and buffers
 // up to 8 MiB of publishes while disconnected, so a NATS restart is a pause, not an outage;
@@ -80,7 +85,7 @@ func Connect(ctx context.Context, url, name string) (*nats.Conn, jetstream.JetSt
 	js, err := jetstream.New(nc,
 		// An async publish whose ack never comes fails instead of hanging the outbox relay.
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
-		jetstream.WithPublishAsyncMaxPending(1024),
+		jetstream.WithPublishAsyncMaxPending(PublishWindow),
 	)
 	if err != nil {
 		nc.Close()

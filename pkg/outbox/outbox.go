@@ -39,13 +39,23 @@ var migrations embed.FS
 // Schema creates the outbox table. Migrate it into every database whose service uses Write.
 var Schema = postgres.MigrationsSchema("outbox", migrations)
 
+// MaxMessageBytes bounds one message's body and headers: half NATS's default max_payload
+// (1 MiB), which every server configuration stockflow ships keeps. A row the server refuses
+// could never be published and would hold back every row after it (review F17), so Write
+// refuses it instead, in the transaction that writes it. No event comes near it today.
+const MaxMessageBytes = 512 << 10
+
+// ErrTooLarge is returned by Write and Stage for a message above MaxMessageBytes.
+var ErrTooLarge = errors.New("outbox message too large")
+
 // Write stores msgs in tx, to be published once tx commits, in one statement whatever their
 // number. Each message's Headers are stored with the W3C trace context of ctx added
 // (traceparent, tracestate), so consumers continue the caller's trace; a message that
 // already carries a traceparent keeps it. A message whose ID is already in the outbox is
 // skipped: the same fact is published once.
 //
-// Write returns an error for a message without ID or Subject; nothing is stored then.
+// Write returns an error for a message without ID or Subject, and ErrTooLarge for one whose
+// body and headers exceed MaxMessageBytes; nothing is stored then.
 func Write(ctx context.Context, tx pgx.Tx, msgs ...events.Message) error {
 	var b pgx.Batch
 	if err := Stage(ctx, &b, msgs...); err != nil {
@@ -82,6 +92,9 @@ func Stage(ctx context.Context, b *pgx.Batch, msgs ...events.Message) error {
 		hb, err := json.Marshal(h)
 		if err != nil {
 			return fmt.Errorf("outbox write %s: headers: %w", m.ID, err)
+		}
+		if n := len(m.Data) + len(hb); n > MaxMessageBytes {
+			return fmt.Errorf("outbox write %s: %w: %d bytes of body and headers, at most %d", m.ID, ErrTooLarge, n, MaxMessageBytes)
 		}
 		ids[i], subjects[i], data[i], headers[i] = m.ID, m.Subject, m.Data, string(hb)
 		if data[i] == nil {

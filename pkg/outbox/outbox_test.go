@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -445,4 +446,21 @@ func TestCleanupCatchesUpABacklog(t *testing.T) {
 	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"pending", "recent"}, left)
+}
+
+// TestWriteRefusesAMessageTooLargeToPublish (review F17): a message the server would refuse
+// could never be published and would hold back every row after it; it fails the write
+// instead, and nothing is stored. One at the limit is published.
+func TestWriteRefusesAMessageTooLargeToPublish(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	big := msg("big")
+	big.Data = bytes.Repeat([]byte("x"), outbox.MaxMessageBytes)
+	err := postgres.InTx(ctx, e.pool, func(tx pgx.Tx) error { return outbox.Write(ctx, tx, msg("ok"), big) })
+	require.ErrorIs(t, err, outbox.ErrTooLarge)
+	assert.Zero(t, pendingCount(t, e.pool), "nothing stored")
+
+	big.Data = big.Data[:outbox.MaxMessageBytes-len(`{"traceparent":""}`)-100]
+	write(t, e.pool, big)
+	require.Equal(t, 1, publishAll(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{}), e.pool))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/auth"
 	"github.com/stockflow/stockflow/pkg/envtag"
+	"github.com/stockflow/stockflow/pkg/natsx"
 )
 
 // Base is the configuration every service shares. A service embeds it in its own Config and
@@ -126,8 +127,8 @@ func (b Base) Validate() error {
 	if b.ConsumerWorkers < 1 || b.ConsumerWorkers > 256 {
 		errs = append(errs, errors.New("CONSUMER_WORKERS must be between 1 and 256"))
 	}
-	if b.RelayBatch < 1 || b.RelayBatch > 10000 {
-		errs = append(errs, errors.New("OUTBOX_RELAY_BATCH must be between 1 and 10000"))
+	if b.RelayBatch < 1 || b.RelayBatch > natsx.PublishWindow {
+		errs = append(errs, fmt.Errorf("OUTBOX_RELAY_BATCH must be between 1 and %d (the publish window)", natsx.PublishWindow))
 	}
 	if b.InboxRetention != 0 && b.InboxRetention < minInboxRetention() {
 		errs = append(errs, fmt.Errorf("INBOX_RETENTION must be 0 (keep claims) or at least %s, the event streams' max age", minInboxRetention()))

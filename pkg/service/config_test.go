@@ -53,3 +53,12 @@ func TestClockOffsetShiftsTheClockByAtMostADay(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayBatchFitsThePublishWindow (review F17): the relay publishes a batch at a time, and
+// past the window of asynchronous publishes a publish stalls and fails every pass.
+func TestRelayBatchFitsThePublishWindow(t *testing.T) {
+	_, err := validated(t, "OUTBOX_RELAY_BATCH", "1024")
+	require.NoError(t, err)
+	_, err = validated(t, "OUTBOX_RELAY_BATCH", "1025")
+	assert.ErrorContains(t, err, "OUTBOX_RELAY_BATCH must be between 1 and 1024")
+}
