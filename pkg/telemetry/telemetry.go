@@ -68,8 +68,34 @@ func Setup(ctx context.Context, service string, exp sdktrace.SpanExporter) (shut
 // Propagator is the propagator stockflow uses everywhere: W3C traceparent and tracestate.
 // Setup installs it globally. Baggage is not propagated: nothing here reads it, and a client's
 // baggage header (up to 8 KB) would be copied into every outbox row and message its request
-// causes.
-func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
+// causes. For the same reason a tracestate longer than MaxTraceState is dropped where it is
+// read (review F21); the trace itself continues.
+func Propagator() propagation.TextMapPropagator { return traceContext{} }
+
+// MaxTraceState is the longest tracestate carried on: the 512 characters W3C Trace Context
+// asks every participant to propagate at least.
+const MaxTraceState = 512
+
+// traceContext is W3C Trace Context that reads no tracestate longer than MaxTraceState.
+type traceContext struct{ propagation.TraceContext }
+
+// Extract implements propagation.TextMapPropagator.
+func (p traceContext) Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
+	if len(carrier.Get("tracestate")) > MaxTraceState {
+		carrier = withoutTraceState{carrier}
+	}
+	return p.TraceContext.Extract(ctx, carrier)
+}
+
+// withoutTraceState is a carrier whose tracestate reads as absent.
+type withoutTraceState struct{ propagation.TextMapCarrier }
+
+func (c withoutTraceState) Get(key string) string {
+	if key == "tracestate" {
+		return ""
+	}
+	return c.TextMapCarrier.Get(key)
+}
 
 // HTTPHandler wraps h so every request runs in a server span named after the route pattern
 // that served it ("POST /v1/orders"; operation, the service's name, until a mux has matched),

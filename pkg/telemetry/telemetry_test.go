@@ -159,3 +159,29 @@ func TestAClientsBaggageIsNotCarriedOn(t *testing.T) {
 	assert.Equal(t, in.Get("traceparent"), out["traceparent"])
 	assert.NotContains(t, out, "baggage")
 }
+
+// A caller's tracestate travels on up to telemetry.MaxTraceState bytes; a longer one is
+// dropped, the trace kept (review F21: W3C allows 32 members of up to ~512 bytes each, and
+// each would be copied into every outbox row the request causes).
+func TestALongTraceStateIsNotCarriedOn(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		kept  bool
+	}{
+		{"a=" + strings.Repeat("x", 250) + ",b=" + strings.Repeat("y", 256), true},
+		{"a=" + strings.Repeat("x", 250) + ",b=" + strings.Repeat("y", 250) + ",c=" + strings.Repeat("z", 250), false},
+	} {
+		in := http.Header{}
+		in.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		in.Set("tracestate", tc.state)
+		ctx := telemetry.Propagator().Extract(context.Background(), propagation.HeaderCarrier(in))
+		out := map[string]string{}
+		telemetry.Propagator().Inject(ctx, propagation.MapCarrier(out))
+		assert.Equal(t, in.Get("traceparent"), out["traceparent"], "the trace continues")
+		if tc.kept {
+			assert.Equal(t, tc.state, out["tracestate"], "%d bytes are carried on", len(tc.state))
+		} else {
+			assert.NotContains(t, out, "tracestate", "%d bytes are not", len(tc.state))
+		}
+	}
+}
