@@ -111,6 +111,26 @@ func TestRefundOfAnOrderSoldByHandCompletes(t *testing.T) {
 	c.requireConsistent()
 }
 
+// TestASuccessAfterADeclineSells is review F11's second point: the provider reports one
+// transaction failed, then succeeded (a buyer trying again on the same Stripe PaymentIntent).
+// The order is paid and its stock sold; the payment is one, succeeded.
+func TestASuccessAfterADeclineSells(t *testing.T) {
+	c := client{t}
+	sku := newSKU(t, c, 5)
+	id := c.order("30m", item{SKU: sku, Qty: 1, UnitPrice: 700})
+	c.waitStatus(id, "awaiting_payment", 10*time.Second)
+	status, body := c.notify(id, 700, "txn-"+id, "failed")
+	require.Equal(t, http.StatusOK, status, "%v", body)
+	status, body = c.notify(id, 700, "txn-"+id, "succeeded")
+	require.Equal(t, http.StatusOK, status, "%v", body)
+	c.waitStatus(id, "paid", 10*time.Second)
+	assert.Equal(t, [4]float64{5, 4, 0, 1}, figures(c, sku))
+	payments := c.payments(id)
+	require.Len(t, payments, 1)
+	assert.Equal(t, "succeeded", payments[0]["status"])
+	c.requireConsistent()
+}
+
 func TestLatePaymentIsResoldWhenStockAllows(t *testing.T) {
 	c := client{t}
 	sku := newSKU(t, c, 5)

@@ -307,7 +307,14 @@ func sign(body []byte) string {
 // pay posts a sandbox provider callback for the order.
 func (c client) pay(orderID string, amount int64, txn string) (int, map[string]any) {
 	c.t.Helper()
-	raw, err := json.Marshal(map[string]any{"provider_txn_id": txn, "order_id": orderID, "amount": amount, "currency": "CNY", "status": "succeeded"})
+	return c.notify(orderID, amount, txn, "succeeded")
+}
+
+// notify posts the sandbox provider's signed notification that transaction txn of orderID
+// has status (succeeded, failed).
+func (c client) notify(orderID string, amount int64, txn, status string) (int, map[string]any) {
+	c.t.Helper()
+	raw, err := json.Marshal(map[string]any{"provider_txn_id": txn, "order_id": orderID, "amount": amount, "currency": "CNY", "status": status})
 	require.NoError(c.t, err)
 	return c.call("POST", sys.URLs["payment-adapter"]+"/v1/callbacks/sandbox", raw, map[string]string{"X-Sandbox-Signature": sign(raw), "Content-Type": "application/json"})
 }

@@ -33,12 +33,15 @@ type Store interface {
 	// already stored (order totals never change). duplicate is true when in was processed
 	// before.
 	RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error)
-	// RecordPayment stores the payment decide builds for the stored total of orderID, and the
-	// messages decide returns in the outbox. When a payment with (provider, txnID) exists it
-	// stores nothing and returns that payment with created=false, without calling decide. An
-	// unknown orderID returns an error wrapping payment.ErrOrderUnknown, nothing stored.
+	// RecordPayment records a notification of the provider transaction (provider, txnID). When
+	// none is stored it stores the payment decide(o, nil) builds for the stored total o of
+	// orderID, and the messages decide returns in the outbox: created=true. When one is stored
+	// it calls decide(o, existing) with it locked (FOR UPDATE) and o its order's total; decide
+	// may change it (changed=true: it is saved and the messages written) or not. An unknown
+	// order returns an error wrapping payment.ErrOrderUnknown, nothing stored.
 	RecordPayment(ctx context.Context, provider, txnID, orderID string,
-		decide func(payment.OrderTotal) (*payment.Payment, []events.Message, error)) (p *payment.Payment, created bool, err error)
+		decide func(o payment.OrderTotal, existing *payment.Payment) (p *payment.Payment, changed bool, msgs []events.Message, err error),
+	) (p *payment.Payment, created bool, err error)
 	// UpdatePayments claims in (when not nil) — a processed message returns duplicate=true
 	// and touches nothing — then locks the payment sel picks (FOR UPDATE), calls fn on it,
 	// stores what fn changed and writes the messages fn returns to the outbox. fn's error

@@ -103,48 +103,43 @@ func (s *Service) HandleCallback(ctx context.Context, provider string, h http.He
 // record stores the payment a verified (or queried) notification n makes, as HandleCallback
 // describes: one transaction with its outcome event, and, for money captured for the wrong
 // amount or currency, the request of its refund. A notification of a provider transaction
-// recorded before returns the stored payment with Duplicate set and changes nothing.
+// recorded before returns the stored payment with Duplicate set and changes nothing — but
+// for the success of a transaction recorded declined (payment.SucceedAfterDecline: a buyer
+// who tried again on the same Stripe PaymentIntent), which the payment becomes, with its
+// events, as if it had come first (review F11).
 func (s *Service) record(ctx context.Context, n payment.Notification, source string) (CallbackResult, error) {
+	retried := false
 	stored, created, err := s.store.RecordPayment(ctx, n.Provider, n.ProviderTxnID, n.OrderID,
-		func(o payment.OrderTotal) (*payment.Payment, []events.Message, error) {
+		func(o payment.OrderTotal, existing *payment.Payment) (*payment.Payment, bool, []events.Message, error) {
 			// The provider's call starts a trace of its own (it carries no trace context of
 			// ours); its span links to the order's trace, where order.created reached us.
 			telemetry.LinkTraceparent(ctx, o.Traceparent, events.SubjectOrderCreated)
-			pay, err := payment.Record(s.newID(), n, o, s.now())
-			if err != nil {
-				return nil, nil, err
-			}
-			msg, err := s.outcome(pay)
-			if err != nil {
-				return nil, nil, err
-			}
-			msgs := []events.Message{msg}
-			if pay.CapturedMismatch() {
-				// The money was taken but never paid the order, and nothing else would ever
-				// return it: its refund is requested with the payment, in one transaction.
-				if _, err := pay.RequestRefund(pay.FailureReason(), s.now()); err != nil {
-					return nil, nil, err
+			pay := existing
+			if pay == nil {
+				var err error
+				if pay, err = payment.Record(s.newID(), n, o, s.now()); err != nil {
+					return nil, false, nil, err
 				}
-				req, err := s.refundRequested(pay)
-				if err != nil {
-					return nil, nil, err
-				}
-				msgs = append(msgs, req)
+			} else if changed, err := pay.SucceedAfterDecline(n, o, s.now()); err != nil || !changed {
+				return pay, false, nil, err
 			}
-			return pay, msgs, nil
+			retried = existing != nil
+			msgs, err := s.paymentEvents(pay)
+			return pay, true, msgs, err
 		})
 	if err != nil {
 		return CallbackResult{}, err
 	}
 	log := s.log.With("payment_id", stored.ID(), "order_id", stored.OrderID(), "provider", n.Provider,
 		"provider_txn_id", n.ProviderTxnID, "source", source)
+	fresh := created || retried
 	switch {
-	case created && stored.CapturedMismatch():
+	case fresh && stored.CapturedMismatch():
 		s.rec.refund(ctx, stored.Provider(), refundRequested)
 		log.WarnContext(ctx, "payment of the wrong amount or currency recorded failed; its refund is requested",
-			"amount", stored.Amount(), "currency", stored.Currency(), "reason", stored.FailureReason())
-	case created:
-		log.InfoContext(ctx, "payment recorded", "status", stored.Status().String(), "reason", stored.FailureReason())
+			"amount", stored.Amount(), "currency", stored.Currency(), "reason", stored.FailureReason(), "declined_before", retried)
+	case fresh:
+		log.InfoContext(ctx, "payment recorded", "status", stored.Status().String(), "reason", stored.FailureReason(), "declined_before", retried)
 	case !stored.Matches(n):
 		log.WarnContext(ctx, "duplicate notification differs from the recorded payment; kept the recorded one",
 			"recorded_amount", stored.Amount(), "recorded_currency", stored.Currency(), "recorded_status", stored.Status().String(),
@@ -152,7 +147,29 @@ func (s *Service) record(ctx context.Context, n payment.Notification, source str
 	default:
 		log.DebugContext(ctx, "duplicate notification acknowledged")
 	}
-	return CallbackResult{Payment: stored, Duplicate: !created}, nil
+	return CallbackResult{Payment: stored, Duplicate: !fresh}, nil
+}
+
+// paymentEvents is what a payment just recorded emits: its outcome event, and, for money captured
+// for the wrong amount or currency — taken but never paying the order, and nothing else would
+// ever return it — the request of its refund, in the same transaction.
+func (s *Service) paymentEvents(pay *payment.Payment) ([]events.Message, error) {
+	msg, err := s.outcome(pay)
+	if err != nil {
+		return nil, err
+	}
+	msgs := []events.Message{msg}
+	if pay.CapturedMismatch() {
+		if _, err := pay.RequestRefund(pay.FailureReason(), s.now()); err != nil {
+			return nil, err
+		}
+		req, err := s.refundRequested(pay)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, req)
+	}
+	return msgs, nil
 }
 
 // applyRefundNotice applies a provider's refund confirmation n to the payment of

@@ -357,6 +357,27 @@ func (p *Payment) Refund() *Refund {
 	return &r
 }
 
+// SucceedAfterDecline applies a later notification n of p's own provider transaction for
+// order o. A payment declined before whose transaction has now succeeded — Stripe lets a buyer
+// try again on the same PaymentIntent after a failed attempt, under the same id — becomes
+// what Record makes of the success: succeeded, or failed with a mismatch of amount or
+// currency (CapturedMismatch: the money was taken and must go back). Any other notification
+// changes nothing (changed=false): a repeat, a decline after a success or a mismatch, a
+// success after a success, and one that names another transaction or order than p's (a
+// conflicting repeat, for a human: the caller logs it).
+func (p *Payment) SucceedAfterDecline(n Notification, o OrderTotal, at time.Time) (changed bool, err error) {
+	if n.Provider != p.provider || n.ProviderTxnID != p.providerTxnID || n.OrderID != p.orderID ||
+		n.Outcome != OutcomeSucceeded || p.status != Failed || p.CapturedMismatch() || p.refund != nil {
+		return false, nil
+	}
+	np, err := Record(p.id, n, o, at)
+	if err != nil {
+		return false, err
+	}
+	p.amount, p.currency, p.status, p.failureReason, p.updatedAt = np.amount, np.currency, np.status, np.failureReason, at
+	return true, nil
+}
+
 // Matches reports whether n describes the same payment attempt as p (a true duplicate
 // notification) rather than a conflicting one under the same provider transaction id.
 func (p *Payment) Matches(n Notification) bool {

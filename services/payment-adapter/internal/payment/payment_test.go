@@ -70,6 +70,46 @@ func TestDuplicateWithOtherContentDoesNotMatch(t *testing.T) {
 	assert.False(t, p.Matches(note(func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed })))
 }
 
+// TestSucceedAfterDecline is review F11's second point: a provider may report a transaction
+// failed and later succeeded (a buyer trying again on the same Stripe PaymentIntent). Only a
+// declined payment becomes what the success makes of it; every other repeat changes nothing.
+func TestSucceedAfterDecline(t *testing.T) {
+	order := payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}
+	failed := func(n *payment.Notification) { n.Outcome = payment.OutcomeFailed }
+	tests := []struct {
+		name       string
+		first, now payment.Notification
+		changed    bool
+		wantStatus payment.Status
+		wantReason string
+	}{
+		{"declined, then succeeded", note(failed), note(nil), true, payment.Succeeded, ""},
+		{"declined, then succeeded for less", note(failed), note(func(n *payment.Notification) { n.Amount = 9700 }), true, payment.Failed, payment.ReasonAmountMismatch},
+		{"declined twice", note(failed), note(failed), false, payment.Failed, payment.ReasonDeclined},
+		{"succeeded, then declined", note(nil), note(failed), false, payment.Succeeded, ""},
+		{"succeeded twice", note(nil), note(nil), false, payment.Succeeded, ""},
+		{"a mismatch, then succeeded", note(func(n *payment.Notification) { n.Amount = 1 }), note(nil), false, payment.Failed, payment.ReasonAmountMismatch},
+		{"declined, then succeeded for another order", note(failed), note(func(n *payment.Notification) { n.OrderID = "ord-2" }), false, payment.Failed, payment.ReasonDeclined},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := payment.Record("pay-1", tc.first, order, now)
+			require.NoError(t, err)
+			later := now.Add(time.Minute)
+			changed, err := p.SucceedAfterDecline(tc.now, order, later)
+			require.NoError(t, err)
+			assert.Equal(t, tc.changed, changed)
+			assert.Equal(t, tc.wantStatus, p.Status())
+			assert.Equal(t, tc.wantReason, p.FailureReason())
+			assert.Equal(t, "pay-1", p.ID(), "the same payment")
+			if tc.changed {
+				assert.Equal(t, tc.now.Amount, p.Amount())
+				assert.True(t, p.Matches(tc.now), "it is now what the success made")
+			}
+		})
+	}
+}
+
 func TestRefundOnceThenNoChange(t *testing.T) {
 	p, err := payment.Record("pay-1", note(nil), payment.OrderTotal{OrderID: "ord-1", Total: 9800, Currency: "CNY"}, now)
 	require.NoError(t, err)

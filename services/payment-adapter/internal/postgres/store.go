@@ -61,15 +61,15 @@ func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.O
 // serialise on the unique (provider, provider_txn_id) index: the second insert waits for the
 // first transaction, then inserts nothing and finds the first one's payment.
 func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID string,
-	decide func(payment.OrderTotal) (*payment.Payment, []events.Message, error)) (p *payment.Payment, created bool, err error) {
+	decide func(o payment.OrderTotal, existing *payment.Payment) (p *payment.Payment, changed bool, msgs []events.Message, err error),
+) (p *payment.Payment, created bool, err error) {
 	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		existing, err := byTxn(ctx, tx, provider, txnID)
-		if err == nil {
-			p = existing
-			return nil
-		}
-		if !errors.Is(err, payment.ErrNotFound) {
+		if err != nil && !errors.Is(err, payment.ErrNotFound) {
 			return err
+		}
+		if existing != nil {
+			orderID = existing.OrderID()
 		}
 		var o payment.OrderTotal
 		err = tx.QueryRow(ctx, `SELECT order_id, total, currency, coalesce(traceparent, '') FROM order_totals WHERE order_id = $1`, orderID).
@@ -80,38 +80,57 @@ func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID stri
 		if err != nil {
 			return fmt.Errorf("read order total: %w", err)
 		}
-		np, msgs, err := decide(o)
-		if err != nil {
+		if existing == nil {
+			np, _, msgs, err := decide(o, nil)
+			if err != nil {
+				return err
+			}
+			ok, err := insertPayment(ctx, tx, np)
+			if err != nil {
+				return err
+			}
+			if ok {
+				p, created = np, true
+				return outbox.Write(ctx, tx, msgs...)
+			}
+			// A concurrent notification of the same transaction won: decide again, on it.
+			if existing, err = byTxn(ctx, tx, provider, txnID); err != nil {
+				return err
+			}
+		}
+		p = existing
+		_, changed, msgs, err := decide(o, existing)
+		if err != nil || !changed {
 			return err
 		}
-		snap := np.Snapshot()
-		rf := refundColumns(snap.Refund)
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO payments (payment_id, provider, provider_txn_id, order_id, amount, currency, status,
-			                      failure_reason, created_at, updated_at,
-			                      refund_id, provider_refund_id, refund_reason, refunded_at, refund_status,
-			                      refund_attempts, refund_next_attempt_at, refund_last_error, refund_requested_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-			ON CONFLICT (provider, provider_txn_id) DO NOTHING`,
-			append([]any{snap.ID, snap.Provider, snap.ProviderTxnID, snap.OrderID, snap.Amount, snap.Currency, snap.Status.String(),
-				nullString(snap.FailureReason), snap.CreatedAt, snap.UpdatedAt}, rf...)...)
-		if err != nil {
-			return fmt.Errorf("insert payment: %w", err)
-		}
-		if tag.RowsAffected() == 0 { // a concurrent notification of the same transaction won
-			p, err = byTxn(ctx, tx, provider, txnID)
+		if err := save(ctx, tx, existing); err != nil {
 			return err
 		}
-		if err := outbox.Write(ctx, tx, msgs...); err != nil {
-			return err
-		}
-		p, created = np, true
-		return nil
+		return outbox.Write(ctx, tx, msgs...)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("record payment: %w", err)
 	}
 	return p, created, nil
+}
+
+// insertPayment stores the new payment np; created=false when a payment of its provider
+// transaction is stored already.
+func insertPayment(ctx context.Context, tx pgx.Tx, np *payment.Payment) (created bool, err error) {
+	snap := np.Snapshot()
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO payments (payment_id, provider, provider_txn_id, order_id, amount, currency, status,
+		                      failure_reason, created_at, updated_at,
+		                      refund_id, provider_refund_id, refund_reason, refunded_at, refund_status,
+		                      refund_attempts, refund_next_attempt_at, refund_last_error, refund_requested_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT (provider, provider_txn_id) DO NOTHING`,
+		append([]any{snap.ID, snap.Provider, snap.ProviderTxnID, snap.OrderID, snap.Amount, snap.Currency, snap.Status.String(),
+			nullString(snap.FailureReason), snap.CreatedAt, snap.UpdatedAt}, refundColumns(snap.Refund)...)...)
+	if err != nil {
+		return false, fmt.Errorf("insert payment: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // UpdatePayments implements app.Store.
@@ -171,17 +190,18 @@ func (s *Store) update(ctx context.Context, in *inbox.Message, where string, arg
 	return duplicate, nil
 }
 
-// save writes the mutable columns of p: status, refund and re-drives.
+// save writes the mutable columns of p: status, refund and re-drives, and the money (a
+// declined payment's transaction may succeed later, for the amount it received).
 func save(ctx context.Context, tx pgx.Tx, p *payment.Payment) error {
 	snap := p.Snapshot()
 	_, err := tx.Exec(ctx, `
 		UPDATE payments SET status = $2, failure_reason = $3, updated_at = $4,
 		       refund_id = $5, provider_refund_id = $6, refund_reason = $7, refunded_at = $8, refund_status = $9,
 		       refund_attempts = $10, refund_next_attempt_at = $11, refund_last_error = $12, refund_requested_at = $13,
-		       redrives = $14, redriven_at = $15
+		       redrives = $14, redriven_at = $15, amount = $16, currency = $17
 		 WHERE payment_id = $1`,
 		append(append([]any{snap.ID, snap.Status.String(), nullString(snap.FailureReason), snap.UpdatedAt}, refundColumns(snap.Refund)...),
-			snap.Redrives, nullTime(snap.RedrivenAt))...)
+			snap.Redrives, nullTime(snap.RedrivenAt), snap.Amount, snap.Currency)...)
 	if err != nil {
 		return fmt.Errorf("save payment %s: %w", snap.ID, err)
 	}
@@ -259,7 +279,7 @@ func (s *Store) ListUnpaidOrders(ctx context.Context, createdBefore, deadlineAft
 }
 
 func byTxn(ctx context.Context, q querier, provider, txnID string) (*payment.Payment, error) {
-	ps, err := query(ctx, q, selectPayments+` WHERE provider = $1 AND provider_txn_id = $2`, provider, txnID)
+	ps, err := query(ctx, q, selectPayments+` WHERE provider = $1 AND provider_txn_id = $2 FOR UPDATE`, provider, txnID)
 	if err != nil {
 		return nil, err
 	}
