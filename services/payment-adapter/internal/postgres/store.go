@@ -59,7 +59,8 @@ func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.O
 
 // RecordPayment implements app.Store. Two concurrent notifications of one transaction
 // serialise on the unique (provider, provider_txn_id) index: the second insert waits for the
-// first transaction, then inserts nothing and finds the first one's payment.
+// first transaction, then inserts nothing, finds the first one's payment (FOR UPDATE) and
+// hands it to decide as a stored one.
 func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID string,
 	decide func(o payment.OrderTotal, existing *payment.Payment) (p *payment.Payment, changed bool, msgs []events.Message, err error),
 ) (p *payment.Payment, created bool, err error) {
