@@ -54,7 +54,9 @@ type CallbackResult struct {
 // A notification whose provider transaction id is already recorded is a duplicate: it returns
 // the stored payment with Duplicate set, changes nothing and emits nothing — even when its
 // content differs, which is logged as a warning (a provider never changes a settled
-// transaction; a conflicting repeat is a bug or an attack, for a human to look at).
+// transaction; a conflicting repeat is a bug or an attack, for a human to look at). The one
+// exception: the success of a transaction recorded declined, which the buyer tried again
+// (payment.SucceedAfterDecline), is recorded as if it had come first.
 //
 // A notification with Refund set confirms a refund (applyRefundNotice).
 //
