@@ -464,3 +464,27 @@ func TestWriteRefusesAMessageTooLargeToPublish(t *testing.T) {
 	write(t, e.pool, big)
 	require.Equal(t, 1, publishAll(t, outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{}), e.pool))
 }
+
+// TestARowThatCannotBePublishedDoesNotHoldBackTheOthers (review F17): a row JetStream refuses
+// every time (here a subject no stream takes) used to end every pass in an error, so
+// PublishPending stopped at the first batch and Run backed off towards MaxBackoff: with a
+// backlog, the service's whole event flow slowed to a batch per 5 s. Now a pass that
+// published something is progress: the backlog drains in one call while that row stays
+// pending, and its error is still returned.
+func TestARowThatCannotBePublishedDoesNotHoldBackTheOthers(t *testing.T) {
+	e := setup(t)
+	stray := msg("stray")
+	stray.Subject = "nowhere.stray"
+	msgs := []events.Message{stray}
+	for i := range 50 {
+		msgs = append(msgs, msg(fmt.Sprintf("ok-%d", i)))
+	}
+	write(t, e.pool, msgs...)
+
+	r := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 8})
+	n, err := r.PublishPending(context.Background())
+	require.Error(t, err, "the stray row's failure is reported")
+	assert.Equal(t, 50, n, "every other row is published in the same call")
+	assert.Equal(t, 1, pendingCount(t, e.pool), "the stray row stays pending, retried on every pass")
+	assert.Len(t, streamMsgs(t, e.js, natsx.StreamOrder), 50)
+}

@@ -74,10 +74,10 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Re
 const cleanupEvery = time.Minute
 
 // Run publishes pending rows until ctx is done, then returns nil. It wakes on commit
-// notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail, and
-// beside that deletes published rows past Retention once a minute (Cleanup: a backlog of
-// them never holds back publishing). Failures are logged, never fatal: the
-// rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
+// notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail and
+// publish nothing, and beside that deletes published rows past Retention once a minute
+// (Cleanup: a backlog of them never holds back publishing). Failures are logged, never
+// fatal: the rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
 // While it runs, the gauges stockflow.outbox.backlog and stockflow.outbox.oldest_age report
 // the pending rows (an error registering them is Run's only error).
 func (r *Relay) Run(ctx context.Context) error {
@@ -94,16 +94,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	l := r.listen(ctx)
 	defer l.close()
 	backoff := r.opts.PollInterval
+	var logged time.Time // when a failure was last logged
 	for {
-		_, err := r.PublishPending(ctx)
+		n, err := r.PublishPending(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		wait := r.opts.PollInterval
-		if err != nil {
+		switch {
+		case err != nil && n == 0:
 			r.log.ErrorContext(ctx, "publish outbox", "err", err, "retry_in", backoff)
-			wait, backoff = backoff, min(2*backoff, r.opts.MaxBackoff)
-		} else {
+			wait, backoff, logged = backoff, min(2*backoff, r.opts.MaxBackoff), time.Now()
+		case err != nil:
+			// Progress: the rows that failed stay pending and are tried again on the next
+			// pass, without holding back the others behind a backoff. Logged at most once
+			// per MaxBackoff while it lasts.
+			if time.Since(logged) >= r.opts.MaxBackoff {
+				r.log.ErrorContext(ctx, "publish outbox: rows failed, the others were published", "err", err, "published", n)
+				logged = time.Now()
+			}
+			backoff = r.opts.PollInterval
+		default:
 			backoff = r.opts.PollInterval
 		}
 		l.wait(ctx, wait)
@@ -116,19 +127,26 @@ func (r *Relay) Run(ctx context.Context) error {
 // PublishPending publishes every row that is committed and eligible now (see the package
 // documentation), batch by batch, and returns how many it published. It returns 0 at once
 // when another relay is publishing. On error, the rows of the failed batch that JetStream
-// acknowledged are still marked, and the others stay pending.
+// acknowledged are still marked, and the others stay pending. A batch that published some of
+// its rows is progress: the next batch follows (the failed rows are read again in it), so a
+// row JetStream refuses every time does not hold back the rows behind it (review F17); the
+// first error is returned at the end.
 func (r *Relay) PublishPending(ctx context.Context) (int, error) {
 	total := 0
+	var firstErr error
 	for {
 		pctx, cancel := context.WithTimeout(ctx, r.opts.PassTimeout)
-		n, err := r.pass(pctx)
+		read, n, err := r.pass(pctx)
 		cancel()
 		total += n
 		if errors.Is(err, errNotLeader) {
-			return total, nil
+			return total, firstErr
 		}
-		if err != nil || n < r.opts.BatchSize {
-			return total, err
+		if firstErr == nil {
+			firstErr = err
+		}
+		if read < r.opts.BatchSize || n == 0 {
+			return total, firstErr
 		}
 	}
 }
@@ -147,10 +165,10 @@ type row struct {
 // pass publishes one batch in one transaction: lock, read, publish and wait for the acks,
 // mark, commit. Rows stay locked (and pending) until the commit, so a crash anywhere leaves
 // them to be published again.
-func (r *Relay) pass(ctx context.Context) (n int, err error) {
+func (r *Relay) pass(ctx context.Context) (read, n int, err error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("outbox pass: begin: %w", err)
+		return 0, 0, fmt.Errorf("outbox pass: begin: %w", err)
 	}
 	defer func() {
 		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
@@ -159,25 +177,25 @@ func (r *Relay) pass(ctx context.Context) (n int, err error) {
 	}()
 	var leader bool
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&leader); err != nil {
-		return 0, fmt.Errorf("outbox pass: lock: %w", err)
+		return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
 	}
 	if !leader {
-		return 0, errNotLeader
+		return 0, 0, errNotLeader
 	}
 	rows, err := r.read(ctx, tx)
 	if err != nil || len(rows) == 0 {
-		return 0, err
+		return 0, 0, err
 	}
 	published, pubErr := r.publish(ctx, rows)
 	if len(published) > 0 {
 		if _, err := tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY($1)`, published); err != nil {
-			return 0, errors.Join(pubErr, fmt.Errorf("outbox pass: mark published: %w", err))
+			return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: mark published: %w", err))
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return 0, errors.Join(pubErr, fmt.Errorf("outbox pass: commit: %w", err))
+			return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: commit: %w", err))
 		}
 	}
-	return len(published), pubErr
+	return len(rows), len(published), pubErr
 }
 
 // horizon is the oldest transaction still running that may belong to this database (as an
