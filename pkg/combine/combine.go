@@ -213,6 +213,18 @@ func Fallback[R, T any](batch func(ctx context.Context, reqs []R) ([]Result[T], 
 	}
 }
 
+// FallbackToOne is Fallback for a batch function that also runs a request alone, as a batch
+// of one.
+func FallbackToOne[R, T any](batch func(ctx context.Context, reqs []R) ([]Result[T], error)) func(context.Context, []R) []Result[T] {
+	return Fallback(batch, func(ctx context.Context, r R) Result[T] {
+		out, err := batch(ctx, []R{r})
+		if err != nil {
+			return Result[T]{Err: err}
+		}
+		return out[0]
+	})
+}
+
 // instruments returns the batch size and flush duration histograms. An instrument that cannot
 // be created is reported to otel's error handler and works as a no-op: metrics never stop a
 // batcher.

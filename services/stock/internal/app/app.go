@@ -91,13 +91,7 @@ func (s *Service) emit(ctx context.Context, u *outbox.Unit, evs ...events.Event)
 // of one order are decided in turn); a round that fails as a whole is run one call at a time
 // (combine.Fallback).
 func combined[C, T any](key func(C) string, run func(ctx context.Context, calls []C) ([]combine.Result[T], error)) func(context.Context, []C) []combine.Result[T] {
-	round := combine.Fallback(run, func(ctx context.Context, c C) combine.Result[T] {
-		res, err := run(ctx, []C{c})
-		if err != nil {
-			return combine.Result[T]{Err: err}
-		}
-		return res[0]
-	})
+	round := combine.FallbackToOne(run)
 	return func(ctx context.Context, calls []C) []combine.Result[T] {
 		out := make([]combine.Result[T], len(calls))
 		var rounds [][]int

@@ -2,7 +2,8 @@
 // payment deadline (stock.locked), expire it when its scheduled message fires or the
 // sweeper finds it overdue, and cancel it when stock resolved the order first (stock.sold,
 // stock.released). Each runs one transaction — inbox claim, the deadline's change, outbox
-// rows — so a crash at any line loses or duplicates nothing. Nothing is published inside a
+// rows — so a crash at any line loses or duplicates nothing; concurrent schedules share one
+// (combined: every lock of a flash sale schedules a deadline). Nothing is published inside a
 // transaction: the schedule itself is an outbox row the relay publishes.
 package app
 
@@ -12,8 +13,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
+	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
 
@@ -24,30 +27,33 @@ type Store interface {
 	// writes the messages fn returns to the outbox, and commits. fn's error rolls everything
 	// back and is returned.
 	Within(ctx context.Context, in *inbox.Message, fn func(Tx) ([]events.Message, error)) (duplicate bool, err error)
+	// Batch is Within for many units in one transaction (outbox.Batch): fn runs the fresh
+	// ones (indexes into units) and sets their Msgs or Err.
+	Batch(ctx context.Context, units []*outbox.Unit, fn func(tx Tx, fresh []int) error) error
 	// Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
 	Get(ctx context.Context, orderID string) (*deadline.Deadline, error)
 }
 
 // Tx is the Store inside one transaction of Within.
 type Tx interface {
-	// Insert stores d unless its order already has a deadline (inserted=false), with the trace
-	// context of ctx. A concurrent insert of the same order is waited for, so exactly one of
-	// them inserts.
-	Insert(ctx context.Context, d *deadline.Deadline) (inserted bool, err error)
+	// Insert stores each deadline, with its traceparent, unless its order already has one,
+	// and reports which it stored (the first of an order given twice). A concurrent insert of
+	// the same order is waited for, so exactly one of them inserts.
+	Insert(ctx context.Context, ds []Traced) (inserted []bool, err error)
 	// Lock returns the order's deadline locked FOR UPDATE, or an error wrapping
 	// deadline.ErrNotFound.
 	Lock(ctx context.Context, orderID string) (*deadline.Deadline, error)
 	// LockDue returns up to limit scheduled deadlines due at now (deadline <= now), earliest
 	// first, locked FOR UPDATE SKIP LOCKED: rows another transaction holds are skipped. Each
 	// comes with the trace context Insert stored with it.
-	LockDue(ctx context.Context, now time.Time, limit int) ([]Due, error)
+	LockDue(ctx context.Context, now time.Time, limit int) ([]Traced, error)
 	// Save stores d's state and resolution.
 	Save(ctx context.Context, d *deadline.Deadline) error
 }
 
-// Due is a deadline LockDue found due, with the W3C traceparent of the trace it was scheduled
-// in ("" when unknown): the sweeper's expiry continues that trace, as a fired schedule does.
-type Due struct {
+// Traced is a deadline with the W3C traceparent of the trace it was scheduled in ("" when
+// unknown): the sweeper's expiry continues that trace, as a fired schedule does.
+type Traced struct {
 	*deadline.Deadline
 	Traceparent string
 }
@@ -63,6 +69,8 @@ type Service struct {
 	log        *slog.Logger
 	sweepBatch int
 	now        func() time.Time
+	combining  combine.Options
+	schedules  *combine.Batcher[scheduleCall, scheduled]
 }
 
 // Option changes a Service built by New; tests use them to fix the clock.
@@ -70,6 +78,10 @@ type Option func(*Service)
 
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithCombining shapes the batches of concurrent schedules (TIMEOUT_COMBINE_MAX_BATCH);
+// MaxBatch 1 gives every stock.locked its own transaction.
+func WithCombining(o combine.Options) Option { return func(s *Service) { s.combining = o } }
 
 // New returns a Service on store; cancel removes pending schedules (nil: never), and the
 // sweeper expires up to sweepBatch deadlines per transaction.
@@ -91,8 +103,13 @@ func New(store Store, cancel CancelSchedule, log *slog.Logger, sweepBatch int, o
 	for _, o := range opts {
 		o(s)
 	}
+	// Batches run on a context of their own: a caller giving up must not abort the others.
+	s.schedules = combine.New(context.Background(), s.combining.Named("schedule"), combine.FallbackToOne(s.scheduleAll))
 	return s
 }
+
+// Close waits for the schedules in flight; later ones fail.
+func (s *Service) Close() { s.schedules.Close() }
 
 // Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
 func (s *Service) Get(ctx context.Context, orderID string) (*deadline.Deadline, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,15 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 	timeoutpg "github.com/stockflow/stockflow/services/timeout/internal/postgres"
 )
+
+func TestMain(m *testing.M) {
+	otel.SetTextMapPropagator(telemetry.Propagator()) // as telemetry.Setup does in the service
+	os.Exit(m.Run())
+}
 
 type env struct {
 	t         *testing.T
@@ -40,6 +48,7 @@ func setup(t *testing.T, batch int) *env {
 		return nil
 	}
 	e.svc = app.New(timeoutpg.New(pool), cancel, slog.New(slog.DiscardHandler), batch)
+	t.Cleanup(e.svc.Close)
 	return e
 }
 
@@ -163,4 +172,47 @@ func TestSweepTakesOnlyDueDeadlinesInBatches(t *testing.T) {
 	d, err := e.svc.Get(context.Background(), "later")
 	require.NoError(t, err)
 	assert.Equal(t, deadline.Scheduled, d.State())
+}
+
+// TestConcurrentSchedulesShareATransactionEachWithItsOwnRows: stock.locked handled at once
+// are stored in few transactions, yet each order gets its own deadline and schedule carrying
+// its own trace; redeliveries and a second stock.locked of an order in the same rush write
+// nothing more.
+func TestConcurrentSchedulesShareATransactionEachWithItsOwnRows(t *testing.T) {
+	e := setup(t, 10)
+	const n = 100
+	at := time.Now().Add(time.Hour)
+	traceparent := func(i int) string { return fmt.Sprintf("00-%032x-%016x-01", i+1, i+1) }
+	var wg sync.WaitGroup
+	for i := range n {
+		ctx := telemetry.WithTraceparent(context.Background(), traceparent(i))
+		order := fmt.Sprintf("ord-%03d", i)
+		ev := events.StockLocked{OrderID: order, Lines: []events.Line{{SKU: "S", Qty: 1}}, PaymentDeadline: at}
+		schedule := func(id string) {
+			assert.NoError(t, e.svc.ScheduleDeadline(ctx, inbox.Message{Consumer: "timeout-stock-locked", ID: id}, ev))
+		}
+		wg.Go(func() { schedule("locked-" + order) })
+		if i%10 == 0 {
+			wg.Go(func() { schedule("locked-" + order) })  // redelivered
+			wg.Go(func() { schedule("another-" + order) }) // another event for the same order
+		}
+	}
+	wg.Wait()
+
+	ctx := context.Background()
+	var rows, transactions int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM deadlines`).Scan(&rows, &transactions))
+	assert.Equal(t, n, rows)
+	assert.Less(t, transactions, n/2, "schedules handled at once share transactions")
+	assert.Equal(t, n, e.outbox(natsx.SubjectSchedulePrefix), "one schedule per order")
+	var claims int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&claims))
+	assert.Equal(t, n+n/10, claims, "every distinct message claimed once")
+	for i := range n {
+		var stored, sent string
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT d.traceparent, o.headers->>'traceparent' FROM deadlines d JOIN outbox o ON o.subject = $2
+			WHERE d.order_id = $1`, fmt.Sprintf("ord-%03d", i), natsx.ScheduleSubject(fmt.Sprintf("ord-%03d", i))).Scan(&stored, &sent))
+		assert.Equal(t, traceparent(i), stored, "the deadline row keeps its own caller's trace")
+		assert.Equal(t, traceparent(i), sent, "the schedule carries its own caller's trace")
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
 
@@ -22,8 +23,8 @@ func (s *Service) Resolve(ctx context.Context, in inbox.Message, orderID, resolu
 	}
 	cancelled := false
 	_, err = s.store.Within(ctx, &in, func(tx Tx) ([]events.Message, error) {
-		inserted, err := tx.Insert(ctx, early)
-		if err != nil || inserted {
+		inserted, err := tx.Insert(ctx, []Traced{{Deadline: early, Traceparent: telemetry.Traceparent(ctx)}})
+		if err != nil || inserted[0] {
 			return nil, err
 		}
 		d, err := tx.Lock(ctx, orderID)

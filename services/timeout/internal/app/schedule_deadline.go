@@ -7,9 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/pkg/natsx"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
 
@@ -32,38 +35,79 @@ func (Scheduled) Subject() string { return ScheduleType }
 // transaction, the outbox row that makes JetStream fire timeout.fire.<order> at the deadline
 // (rounded up to the second). An order already known — a duplicate stock.locked, or one whose
 // stock.sold or stock.released overtook its lock (its row is cancelled) — schedules nothing.
+// Concurrent calls share one transaction, each with its own inbox claim, row and schedule.
 func (s *Service) ScheduleDeadline(ctx context.Context, in inbox.Message, ev events.StockLocked) error {
 	d, err := deadline.Schedule(ev.OrderID, ev.PaymentDeadline, s.now())
 	if err != nil {
 		return fmt.Errorf("schedule deadline: %w", err)
 	}
-	var existing *deadline.Deadline
-	dup, err := s.store.Within(ctx, &in, func(tx Tx) ([]events.Message, error) {
-		inserted, err := tx.Insert(ctx, d)
-		if err != nil || !inserted {
-			if err == nil {
-				existing, err = tx.Lock(ctx, d.OrderID())
-			}
-			return nil, err
-		}
-		msg, err := s.scheduleMessage(d)
-		if err != nil {
-			return nil, err
-		}
-		return []events.Message{msg}, nil
-	})
+	out, err := s.schedules.Do(ctx, scheduleCall{ctx: ctx, in: in, d: d})
 	if err != nil {
 		return fmt.Errorf("schedule deadline %s: %w", ev.OrderID, err)
 	}
-	switch {
-	case dup:
+	switch out {
+	case duplicate:
 		s.log.DebugContext(ctx, "stock.locked already processed", "order_id", ev.OrderID, "message_id", in.ID)
-	case existing != nil:
-		s.log.InfoContext(ctx, "deadline already known; nothing scheduled", "order_id", ev.OrderID, "state", existing.State().String())
+	case known:
+		s.log.InfoContext(ctx, "deadline already known; nothing scheduled", "order_id", ev.OrderID)
 	default:
 		s.log.DebugContext(ctx, "deadline scheduled", "order_id", ev.OrderID, "deadline", d.At(), "fires_at", d.ScheduleAt())
 	}
 	return nil
+}
+
+// scheduleCall is one stock.locked waiting for its batch.
+type scheduleCall struct {
+	ctx context.Context // the caller's, for the trace its row and schedule carry
+	in  inbox.Message
+	d   *deadline.Deadline
+}
+
+// scheduled is what a schedule did.
+type scheduled int
+
+const (
+	stored    scheduled = iota // the deadline and its schedule were written
+	duplicate                  // the message was processed before
+	known                      // the order already had a deadline: nothing written
+)
+
+// scheduleAll stores the deadlines of calls and their schedules in one transaction.
+func (s *Service) scheduleAll(ctx context.Context, calls []scheduleCall) ([]combine.Result[scheduled], error) {
+	units := make([]*outbox.Unit, len(calls))
+	for i := range calls {
+		units[i] = &outbox.Unit{In: &calls[i].in}
+	}
+	out := make([]combine.Result[scheduled], len(calls))
+	err := s.store.Batch(ctx, units, func(tx Tx, fresh []int) error {
+		ds := make([]Traced, len(fresh))
+		for k, i := range fresh {
+			ds[k] = Traced{Deadline: calls[i].d, Traceparent: telemetry.Traceparent(calls[i].ctx)}
+		}
+		inserted, err := tx.Insert(ctx, ds)
+		if err != nil {
+			return err
+		}
+		for k, i := range fresh {
+			if !inserted[k] {
+				out[i].Value = known
+				continue
+			}
+			msg, err := s.scheduleMessage(calls[i].d)
+			if err != nil {
+				return err
+			}
+			telemetry.InjectMap(calls[i].ctx, msg.Headers)
+			units[i].Msgs = []events.Message{msg}
+		}
+		return nil
+	})
+	for i, u := range units {
+		if u.Dup {
+			out[i].Value = duplicate
+		}
+	}
+	return out, err
 }
 
 // scheduleMessage is the outbox message that schedules d. Its id is deterministic too: one

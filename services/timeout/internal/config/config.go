@@ -27,6 +27,9 @@ type Config struct {
 	SweepInterval time.Duration `env:"TIMEOUT_SWEEP_INTERVAL" envDefault:"5s"`
 	// SweepBatch is how many deadlines one sweeper transaction expires.
 	SweepBatch int `env:"TIMEOUT_SWEEP_BATCH" envDefault:"500"`
+	// CombineMaxBatch caps how many concurrent stock.locked are scheduled in one transaction
+	// (1: each in its own).
+	CombineMaxBatch int `env:"TIMEOUT_COMBINE_MAX_BATCH" envDefault:"128"`
 }
 
 // Load reads the configuration from environ (os.Environ form), fills in the timeout
@@ -51,6 +54,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepBatch < 1 || c.SweepBatch > 10000 {
 		errs = append(errs, fmt.Errorf("TIMEOUT_SWEEP_BATCH %d must be between 1 and 10000", c.SweepBatch))
+	}
+	if c.CombineMaxBatch < 1 || c.CombineMaxBatch > 1000 {
+		errs = append(errs, fmt.Errorf("TIMEOUT_COMBINE_MAX_BATCH %d must be between 1 and 1000", c.CombineMaxBatch))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid config: %w", err)

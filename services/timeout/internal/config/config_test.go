@@ -27,4 +27,6 @@ func TestSweepSettings(t *testing.T) {
 	assert.ErrorContains(t, err, "TIMEOUT_SWEEP_INTERVAL")
 	_, err = config.Load([]string{"TIMEOUT_SWEEP_BATCH=0"})
 	assert.ErrorContains(t, err, "TIMEOUT_SWEEP_BATCH")
+	_, err = config.Load([]string{"TIMEOUT_COMBINE_MAX_BATCH=0"})
+	assert.ErrorContains(t, err, "TIMEOUT_COMBINE_MAX_BATCH")
 }

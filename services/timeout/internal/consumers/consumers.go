@@ -35,9 +35,14 @@ var errs = natsx.Errors{Permanent: []error{deadline.ErrBadOrderID}}
 //	timeout-stock-locked    STOCK      stock.locked                schedule the deadline
 //	timeout-fire            SCHEDULES  timeout.fire.>              expire it when it fires
 //	timeout-stock-resolved  STOCK      stock.sold, stock.released  cancel it
-func All(svc *app.Service) []service.Consumer {
+//
+// timeout-stock-locked runs twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH) handlers: they wait in
+// the service's batcher without holding a connection, and while one batch commits the other
+// half gather the next.
+func All(svc *app.Service, maxBatch int) []service.Consumer {
 	return []service.Consumer{
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked}},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked},
+			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
 			Handle: natsx.On(StockLocked, errs, svc.ScheduleDeadline)},
 		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamSchedules, Durable: Fire, FilterSubjects: []string{natsx.SubjectsFire}},
 			Handle: natsx.OnMessage(Fire, errs, func(ctx context.Context, msg jetstream.Msg) error {

@@ -17,7 +17,6 @@ import (
 	"github.com/stockflow/stockflow/pkg/outbox"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
-	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/app"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
@@ -50,6 +49,15 @@ func (s *Store) Within(ctx context.Context, in *inbox.Message, fn func(app.Tx) (
 	return duplicate, nil
 }
 
+// Batch implements app.Store.
+func (s *Store) Batch(ctx context.Context, units []*outbox.Unit, fn func(app.Tx, []int) error) error {
+	err := outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, _ *pgx.Batch, fresh []int) error { return fn(txStore{tx}, fresh) })
+	if err != nil {
+		return fmt.Errorf("deadline batch of %d: %w", len(units), err)
+	}
+	return nil
+}
+
 // Get implements app.Store.
 func (s *Store) Get(ctx context.Context, orderID string) (*deadline.Deadline, error) {
 	ds, err := query(ctx, s.pool, selectDeadlines+` WHERE order_id = $1`, orderID)
@@ -65,18 +73,44 @@ func (s *Store) Get(ctx context.Context, orderID string) (*deadline.Deadline, er
 // txStore is app.Tx in one pgx transaction.
 type txStore struct{ tx pgx.Tx }
 
-// Insert implements app.Tx. ON CONFLICT DO NOTHING waits for a concurrent transaction
-// inserting the same order and then inserts nothing if that one committed.
-func (t txStore) Insert(ctx context.Context, d *deadline.Deadline) (bool, error) {
-	s := d.Snapshot()
-	tag, err := t.tx.Exec(ctx, `
-		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at, traceparent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (order_id) DO NOTHING`,
-		s.OrderID, nullTime(s.At), s.State.String(), nullString(s.Resolution), s.CreatedAt, s.UpdatedAt, nullString(telemetry.Traceparent(ctx)))
-	if err != nil {
-		return false, fmt.Errorf("insert deadline %s: %w", s.OrderID, err)
+// Insert implements app.Tx, in one statement. ON CONFLICT DO NOTHING waits for a concurrent
+// transaction inserting the same order and then inserts nothing if that one committed.
+func (t txStore) Insert(ctx context.Context, ds []app.Traced) ([]bool, error) {
+	var r struct {
+		orders, states      []string
+		resolutions, traces []*string
+		ats                 []*time.Time
+		created, updated    []time.Time
 	}
-	return tag.RowsAffected() == 1, nil
+	for _, d := range ds {
+		s := d.Snapshot()
+		r.orders, r.ats, r.states = append(r.orders, s.OrderID), append(r.ats, nullTime(s.At)), append(r.states, s.State.String())
+		r.resolutions, r.traces = append(r.resolutions, nullString(s.Resolution)), append(r.traces, nullString(d.Traceparent))
+		r.created, r.updated = append(r.created, s.CreatedAt), append(r.updated, s.UpdatedAt)
+	}
+	rows, err := t.tx.Query(ctx, `
+		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at, traceparent)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+		ORDER BY 1 -- two batches with orders in common wait for each other in one order, never in a cycle
+		ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
+		r.orders, r.ats, r.states, r.resolutions, r.created, r.updated, r.traces)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d deadlines: %w", len(ds), err)
+	}
+	stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert %d deadlines: %w", len(ds), err)
+	}
+	now := make(map[string]bool, len(stored))
+	for _, id := range stored {
+		now[id] = true
+	}
+	inserted := make([]bool, len(ds))
+	for i, d := range ds {
+		inserted[i] = now[d.OrderID()]
+		delete(now, d.OrderID()) // the same order again later in ds was not stored
+	}
+	return inserted, nil
 }
 
 // Lock implements app.Tx.
@@ -93,15 +127,15 @@ func (t txStore) Lock(ctx context.Context, orderID string) (*deadline.Deadline, 
 
 // LockDue implements app.Tx. SKIP LOCKED lets sweepers of several replicas, and fire
 // handlers holding a row, work side by side without waiting on each other.
-func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]app.Due, error) {
+func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]app.Traced, error) {
 	ds, traces, err := queryTraced(ctx, t.tx, selectDeadlines+`
 		WHERE state = 'scheduled' AND deadline <= $1
 		ORDER BY deadline, order_id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`, now, limit)
-	due := make([]app.Due, len(ds))
+	due := make([]app.Traced, len(ds))
 	for i, d := range ds {
-		due[i] = app.Due{Deadline: d, Traceparent: traces[i]}
+		due[i] = app.Traced{Deadline: d, Traceparent: traces[i]}
 	}
 	return due, err
 }

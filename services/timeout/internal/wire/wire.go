@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stockflow/stockflow/pkg/auth"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/natsx"
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/service"
@@ -43,10 +44,11 @@ func Parts(cfg config.Config) func(context.Context, service.Deps) (service.Parts
 // nothing.
 func Build(pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger, cfg config.Config, ready func(context.Context) error, v *auth.Verifier) service.Parts {
 	cancel := func(ctx context.Context, orderID string) error { return natsx.CancelSchedule(ctx, js, orderID) }
-	svc := app.New(timeoutpg.New(pool), cancel, log, cfg.SweepBatch, app.WithClock(cfg.Clock()))
+	svc := app.New(timeoutpg.New(pool), cancel, log, cfg.SweepBatch, app.WithClock(cfg.Clock()),
+		app.WithCombining(combine.Options{MaxBatch: cfg.CombineMaxBatch}))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
-		Consumers: consumers.All(svc),
+		Consumers: consumers.All(svc, cfg.CombineMaxBatch),
 		Loops:     []func(context.Context) error{svc.Sweeper(cfg.SweepInterval)},
 	}
 }
