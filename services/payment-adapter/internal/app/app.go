@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/inbox"
 	"github.com/stockflow/stockflow/services/payment-adapter/internal/payment"
@@ -29,10 +30,10 @@ type Selector struct {
 
 // Store keeps order totals and payments. Each method runs in one transaction.
 type Store interface {
-	// RememberOrder claims in in the inbox and stores o, unless a total for o.OrderID is
-	// already stored (order totals never change). duplicate is true when in was processed
-	// before.
-	RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error)
+	// RememberOrders, in one transaction, claims each ins[i] in the inbox and stores os[i],
+	// unless a total for its order is already stored (order totals never change).
+	// duplicate[i] is true when ins[i] was processed before (or is given twice).
+	RememberOrders(ctx context.Context, ins []inbox.Message, os []payment.OrderTotal) (duplicate []bool, err error)
 	// RecordPayment records a notification of the provider transaction (provider, txnID). When
 	// none is stored it stores the payment decide(o, nil) builds for the stored total o of
 	// orderID, and the messages decide returns in the outbox: created=true. When one is stored
@@ -83,6 +84,8 @@ type Service struct {
 	newID     func() string
 	meters    metric.MeterProvider
 	rec       *recorder
+	combining combine.Options
+	remembers *combine.Batcher[rememberCall, bool]
 }
 
 // Option changes a Service built by New; tests use them to fix the clock or read the metrics.
@@ -91,6 +94,10 @@ type Option func(*Service)
 // WithClock makes the service read the time from now (every use case does: refund times and
 // retry times included).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithCombining shapes the batches of concurrent order.created (PAYMENT_COMBINE_MAX_BATCH);
+// MaxBatch 1 gives each its own transaction.
+func WithCombining(o combine.Options) Option { return func(s *Service) { s.combining = o } }
 
 // New returns a Service on store with the given providers. Its instruments
 // (docs/observability.md) are made here, once, on the global MeterProvider unless an Option
@@ -109,8 +116,13 @@ func New(store Store, providers *payment.Registry, log *slog.Logger, opts ...Opt
 		o(s)
 	}
 	s.rec = newRecorder(s.meters, providers.Names())
+	// Batches run on a context of their own: a caller giving up must not abort the others.
+	s.remembers = combine.New(context.Background(), s.combining.Named("remember_order"), combine.FallbackToOne(s.rememberAll))
 	return s
 }
+
+// Close waits for the order totals being stored; later ones fail.
+func (s *Service) Close() { s.remembers.Close() }
 
 // Get returns the payment with id, or an error wrapping payment.ErrNotFound.
 func (s *Service) Get(ctx context.Context, id string) (*payment.Payment, error) {

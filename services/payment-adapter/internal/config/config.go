@@ -28,6 +28,9 @@ type Config struct {
 	// StockURL is the stock service's HTTP API, which the paid-but-not-sold job asks which
 	// payment sold an order.
 	StockURL string `env:"PAYMENT_STOCK_URL" envDefault:"http://127.0.0.1:8082"`
+	// CombineMaxBatch caps how many concurrent order.created are remembered in one
+	// transaction (1: each in its own).
+	CombineMaxBatch int `env:"PAYMENT_COMBINE_MAX_BATCH" envDefault:"128"`
 	// PaidNotSoldInterval is how often the paid-but-not-sold job re-drives succeeded payments
 	// stock did not sell (a lost or dead-lettered payment.succeeded); 0: off.
 	PaidNotSoldInterval time.Duration `env:"RECONCILE_PAID_NOT_SOLD_INTERVAL" envDefault:"1m"`
@@ -84,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.PaidNotSoldInterval < 0 || c.PaidNotSoldAge < 0 || c.PaidNotSoldLookback <= c.PaidNotSoldAge {
 		errs = append(errs, errors.New("RECONCILE_PAID_NOT_SOLD_INTERVAL and _AGE must not be negative, _LOOKBACK must exceed _AGE"))
+	}
+	if c.CombineMaxBatch < 1 || c.CombineMaxBatch > 1000 {
+		errs = append(errs, fmt.Errorf("PAYMENT_COMBINE_MAX_BATCH %d must be between 1 and 1000", c.CombineMaxBatch))
 	}
 	if c.ReconcileBatch < 1 || c.ReconcileBatch > 10000 {
 		errs = append(errs, errors.New("RECONCILE_BATCH must be between 1 and 10000"))

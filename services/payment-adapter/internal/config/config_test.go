@@ -21,6 +21,13 @@ func TestDefaultsNeedOnlyTheSecret(t *testing.T) {
 	assert.Equal(t, "s3cret", cfg.SandboxSecret)
 }
 
+func TestCombiningOutOfRangeIsRefused(t *testing.T) {
+	for _, v := range []string{"0", "1001"} {
+		_, err := config.Load([]string{"PAYMENT_SANDBOX_SECRET=s3cret", "PAYMENT_COMBINE_MAX_BATCH=" + v})
+		assert.ErrorContains(t, err, "PAYMENT_COMBINE_MAX_BATCH", v)
+	}
+}
+
 func TestMissingSecretIsRefused(t *testing.T) {
 	_, err := config.Load(nil)
 	require.ErrorContains(t, err, "PAYMENT_SANDBOX_SECRET is required")

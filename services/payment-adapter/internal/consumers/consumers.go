@@ -37,9 +37,15 @@ const (
 // (app.ErrProviderUnavailable) is an outage: retried with backoff up to the consumer's
 // OutageMaxDeliver, not its MaxDeliver, and the unconfirmed refunds job asks again after
 // that. Every other error is retried.
-func All(svc *app.Service) []service.Consumer {
+//
+// payment-adapter-order-created runs twice maxBatch (PAYMENT_COMBINE_MAX_BATCH) handlers: they
+// wait in the service's batcher without holding a connection, and while one batch commits the
+// other half gather the next.
+func All(svc *app.Service, maxBatch int) []service.Consumer {
+	orderCreated := spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".>")
+	orderCreated.Workers, orderCreated.MaxAckPending = 2*maxBatch, 8*maxBatch
 	return []service.Consumer{
-		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".>"),
+		{Spec: orderCreated,
 			Handle: natsx.On(OrderCreated, natsx.Errors{}, svc.RememberOrder)},
 		{Spec: spec(natsx.StreamStock, StockSellFailed, events.SubjectStockSellFailed),
 			Handle: natsx.On(StockSellFailed, natsx.Errors{Permanent: []error{app.ErrPaymentUnknown}},

@@ -41,20 +41,39 @@ var _ app.Store = (*Store)(nil)
 // New returns a Store on pool, whose database has Schemas applied.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// RememberOrder implements app.Store.
-func (s *Store) RememberOrder(ctx context.Context, in inbox.Message, o payment.OrderTotal) (duplicate bool, err error) {
-	duplicate, err = outbox.InTx(ctx, s.pool, &in, func(tx pgx.Tx) ([]events.Message, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO order_totals (order_id, total, currency, traceparent, payment_deadline) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (order_id) DO NOTHING`, o.OrderID, o.Total, o.Currency, nullString(o.Traceparent), nullTime(o.PaymentDeadline))
-		if err != nil {
-			return nil, fmt.Errorf("insert order total: %w", err)
+// RememberOrders implements app.Store, in one outbox.Batch and one INSERT. Orders are
+// inserted in id order, so two batches with orders in common never wait on each other in a
+// cycle.
+func (s *Store) RememberOrders(ctx context.Context, ins []inbox.Message, os []payment.OrderTotal) ([]bool, error) {
+	units := make([]*outbox.Unit, len(ins))
+	for i := range ins {
+		units[i] = &outbox.Unit{In: &ins[i]}
+	}
+	err := outbox.Batch(ctx, s.pool, units, func(tx pgx.Tx, b *pgx.Batch, fresh []int) error {
+		var r struct {
+			orders, currencies []string
+			totals             []int64
+			traces             []*string
+			deadlines          []*time.Time
 		}
-		return nil, nil
+		for _, i := range fresh {
+			o := os[i]
+			r.orders, r.totals, r.currencies = append(r.orders, o.OrderID), append(r.totals, o.Total), append(r.currencies, o.Currency)
+			r.traces, r.deadlines = append(r.traces, nullString(o.Traceparent)), append(r.deadlines, nullTime(o.PaymentDeadline))
+		}
+		b.Queue(`INSERT INTO order_totals (order_id, total, currency, traceparent, payment_deadline)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) ORDER BY 1
+			ON CONFLICT (order_id) DO NOTHING`, r.orders, r.totals, r.currencies, r.traces, r.deadlines)
+		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("remember order %s: %w", o.OrderID, err)
+		return nil, fmt.Errorf("remember %d orders: %w", len(ins), err)
 	}
-	return duplicate, nil
+	dup := make([]bool, len(units))
+	for i, u := range units {
+		dup[i] = u.Dup
+	}
+	return dup, nil
 }
 
 // RecordPayment implements app.Store. Two concurrent notifications of one transaction

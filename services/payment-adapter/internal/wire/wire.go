@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/combine"
 
 	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/pkg/reconcile"
@@ -56,10 +57,11 @@ func Build(pool *pgxpool.Pool, log *slog.Logger, cfg config.Config, ready func(c
 		return service.Parts{}, fmt.Errorf("wire payment-adapter: %w", err)
 	}
 	log.Info("payment providers", "providers", providers.Names(), "queried_for_lost_callbacks", providers.Queriers())
-	svc := app.New(paymentpg.New(pool), providers, log, app.WithClock(cfg.Clock()))
+	svc := app.New(paymentpg.New(pool), providers, log, app.WithClock(cfg.Clock()),
+		app.WithCombining(combine.Options{MaxBatch: cfg.CombineMaxBatch}))
 	return service.Parts{
 		Handler:   httpapi.Handler(svc, log, ready, v),
-		Consumers: consumers.All(svc),
+		Consumers: consumers.All(svc, cfg.CombineMaxBatch),
 		Jobs: []reconcile.Job{
 			paymentreconcile.PaidNotSold(svc, peers, cfg),
 			paymentreconcile.UnconfirmedRefunds(svc, cfg),
