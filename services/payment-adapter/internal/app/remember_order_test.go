@@ -64,3 +64,29 @@ func TestConcurrentOrdersAreRememberedTogetherEachWithItsOwnRow(t *testing.T) {
 		assert.Equal(t, traceparent(i), trace, "each order keeps its own caller's trace")
 	}
 }
+
+// TestOfAnOrderCreatedTwiceInOneBatchTheFirstTotalStands: two order.created of one order (two
+// messages) in the same batch — the total given first stands, whatever order the rows are
+// inserted in; both messages are claimed.
+func TestOfAnOrderCreatedTwiceInOneBatchTheFirstTotalStands(t *testing.T) {
+	pool, _ := pgtest.New(t, paymentpg.Schemas()...)
+	ctx := context.Background()
+	const n = 200
+	var ins []inbox.Message
+	var totals []payment.OrderTotal
+	for k := range 2 {
+		for i := range n {
+			order := fmt.Sprintf("ord-%03d", (i*7)%n)
+			ins = append(ins, inbox.Message{Consumer: "payment-adapter-order-created", ID: fmt.Sprintf("m%d-%s", k, order)})
+			totals = append(totals, payment.OrderTotal{OrderID: order, Total: int64(100 + k), Currency: "CNY"})
+		}
+	}
+	dup, err := paymentpg.New(pool).RememberOrders(ctx, ins, totals)
+	require.NoError(t, err)
+	assert.NotContains(t, dup, true, "two messages, neither processed before")
+	var later, claims int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE total <> 100) FROM order_totals`).Scan(&later))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM inbox`).Scan(&claims))
+	assert.Zero(t, later, "every order keeps the total given first")
+	assert.Equal(t, 2*n, claims)
+}

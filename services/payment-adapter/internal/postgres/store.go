@@ -43,7 +43,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // RememberOrders implements app.Store, in one outbox.Batch and one INSERT. Orders are
 // inserted in id order, so two batches with orders in common never wait on each other in a
-// cycle.
+// cycle; of one order given twice, the first total stands.
 func (s *Store) RememberOrders(ctx context.Context, ins []inbox.Message, os []payment.OrderTotal) ([]bool, error) {
 	units := make([]*outbox.Unit, len(ins))
 	for i := range ins {
@@ -62,7 +62,9 @@ func (s *Store) RememberOrders(ctx context.Context, ins []inbox.Message, os []pa
 			r.traces, r.deadlines = append(r.traces, nullString(o.Traceparent)), append(r.deadlines, nullTime(o.PaymentDeadline))
 		}
 		b.Queue(`INSERT INTO order_totals (order_id, total, currency, traceparent, payment_deadline)
-			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) ORDER BY 1
+			SELECT o, t, c, tp, d FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[])
+			       WITH ORDINALITY AS x(o, t, c, tp, d, n)
+			 ORDER BY o, n -- of one order given twice, the first is stored
 			ON CONFLICT (order_id) DO NOTHING`, r.orders, r.totals, r.currencies, r.traces, r.deadlines)
 		return nil
 	})

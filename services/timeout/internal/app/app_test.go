@@ -216,3 +216,38 @@ func TestConcurrentSchedulesShareATransactionEachWithItsOwnRows(t *testing.T) {
 		assert.Equal(t, traceparent(i), sent, "the schedule carries its own caller's trace")
 	}
 }
+
+// TestOfAnOrderGivenTwiceInOneInsertTheFirstIsStored: two stock.locked of one order in the
+// same batch — the one that came first sets the deadline, whatever order the rows are
+// inserted in.
+func TestOfAnOrderGivenTwiceInOneInsertTheFirstIsStored(t *testing.T) {
+	e := setup(t, 10)
+	ctx := context.Background()
+	const n = 200
+	first, second := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC)
+	var ds []app.Traced
+	for k := range 2 {
+		for i := range n {
+			at := first
+			if k == 1 {
+				at = second
+			}
+			d, err := deadline.Schedule(fmt.Sprintf("ord-%03d", (i*7)%n), at, first.Add(-time.Hour))
+			require.NoError(t, err)
+			ds = append(ds, app.Traced{Deadline: d})
+		}
+	}
+	var inserted []bool
+	_, err := timeoutpg.New(e.pool).Within(ctx, nil, func(tx app.Tx) ([]events.Message, error) {
+		var err error
+		inserted, err = tx.Insert(ctx, ds)
+		return nil, err
+	})
+	require.NoError(t, err)
+	for i, ok := range inserted {
+		assert.Equal(t, i < n, ok, "row %d", i)
+	}
+	var late int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM deadlines WHERE deadline <> $1`, first).Scan(&late))
+	assert.Zero(t, late, "every order keeps the deadline given first")
+}

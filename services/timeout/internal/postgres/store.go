@@ -90,8 +90,10 @@ func (t txStore) Insert(ctx context.Context, ds []app.Traced) ([]bool, error) {
 	}
 	rows, err := t.tx.Query(ctx, `
 		INSERT INTO deadlines (order_id, deadline, state, resolution, created_at, updated_at, traceparent)
-		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
-		ORDER BY 1 -- two batches with orders in common wait for each other in one order, never in a cycle
+		SELECT o, d, s, r, c, u, t
+		  FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+		       WITH ORDINALITY AS x(o, d, s, r, c, u, t, n)
+		 ORDER BY o, n -- batches with orders in common wait in one order, never in a cycle; of one order, the first given is stored
 		ON CONFLICT (order_id) DO NOTHING RETURNING order_id`,
 		r.orders, r.ats, r.states, r.resolutions, r.created, r.updated, r.traces)
 	if err != nil {
