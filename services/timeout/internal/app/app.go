@@ -2,8 +2,8 @@
 // payment deadline (stock.locked), expire it when its scheduled message fires or the
 // sweeper finds it overdue, and cancel it when stock resolved the order first (stock.sold,
 // stock.released). Each runs one transaction — inbox claim, the deadline's change, outbox
-// rows — so a crash at any line loses or duplicates nothing; concurrent schedules share one
-// (combined: every lock of a flash sale schedules a deadline). Nothing is published inside a
+// rows — so a crash at any line loses or duplicates nothing; concurrent schedules share one,
+// and so do concurrent resolutions (combined: every order of a flash sale comes to both). Nothing is published inside a
 // transaction: the schedule itself is an outbox row the relay publishes.
 package app
 
@@ -40,15 +40,15 @@ type Tx interface {
 	// and reports which it stored (the first of an order given twice). A concurrent insert of
 	// the same order is waited for, so exactly one of them inserts.
 	Insert(ctx context.Context, ds []Traced) (inserted []bool, err error)
-	// Lock returns the order's deadline locked FOR UPDATE, or an error wrapping
-	// deadline.ErrNotFound.
-	Lock(ctx context.Context, orderID string) (*deadline.Deadline, error)
+	// Lock returns the deadlines of the orders that have one, by order id, locked FOR UPDATE
+	// (in order id order, so two transactions locking orders in common never deadlock).
+	Lock(ctx context.Context, orderIDs []string) (map[string]*deadline.Deadline, error)
 	// LockDue returns up to limit scheduled deadlines due at now (deadline <= now), earliest
 	// first, locked FOR UPDATE SKIP LOCKED: rows another transaction holds are skipped. Each
 	// comes with the trace context Insert stored with it.
 	LockDue(ctx context.Context, now time.Time, limit int) ([]Traced, error)
-	// Save stores d's state and resolution.
-	Save(ctx context.Context, d *deadline.Deadline) error
+	// Save stores the state and resolution of each of ds, in one statement.
+	Save(ctx context.Context, ds []*deadline.Deadline) error
 }
 
 // Traced is a deadline with the W3C traceparent of the trace it was scheduled in ("" when
@@ -71,6 +71,7 @@ type Service struct {
 	now        func() time.Time
 	combining  combine.Options
 	schedules  *combine.Batcher[scheduleCall, scheduled]
+	resolves   *combine.Batcher[resolveCall, resolved]
 }
 
 // Option changes a Service built by New; tests use them to fix the clock.
@@ -79,8 +80,8 @@ type Option func(*Service)
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// WithCombining shapes the batches of concurrent schedules (TIMEOUT_COMBINE_MAX_BATCH);
-// MaxBatch 1 gives every stock.locked its own transaction.
+// WithCombining shapes the batches of concurrent schedules and of concurrent resolutions
+// (TIMEOUT_COMBINE_MAX_BATCH); MaxBatch 1 gives every message its own transaction.
 func WithCombining(o combine.Options) Option { return func(s *Service) { s.combining = o } }
 
 // New returns a Service on store; cancel removes pending schedules (nil: never), and the
@@ -105,11 +106,15 @@ func New(store Store, cancel CancelSchedule, log *slog.Logger, sweepBatch int, o
 	}
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	s.schedules = combine.New(context.Background(), s.combining.Named("schedule"), combine.FallbackToOne(s.scheduleAll))
+	s.resolves = combine.New(context.Background(), s.combining.Named("resolve_deadline"), combine.FallbackToOne(s.resolveAll))
 	return s
 }
 
-// Close waits for the schedules in flight; later ones fail.
-func (s *Service) Close() { s.schedules.Close() }
+// Close waits for the batches in flight; later calls fail.
+func (s *Service) Close() {
+	s.schedules.Close()
+	s.resolves.Close()
+}
 
 // Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.
 func (s *Service) Get(ctx context.Context, orderID string) (*deadline.Deadline, error) {

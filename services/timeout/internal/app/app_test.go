@@ -251,3 +251,58 @@ func TestOfAnOrderGivenTwiceInOneInsertTheFirstIsStored(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM deadlines WHERE deadline <> $1`, first).Scan(&late))
 	assert.Zero(t, late, "every order keeps the deadline given first")
 }
+
+// TestConcurrentResolutionsShareATransactionAndCancelEachScheduleOnce: stock.sold and
+// stock.released handled at once — for scheduled orders, for orders not known yet, redelivered,
+// and both for one order — share transactions; each scheduled deadline is cancelled by the
+// first resolution and its schedule removed once, an unknown order gets a cancelled row.
+func TestConcurrentResolutionsShareATransactionAndCancelEachScheduleOnce(t *testing.T) {
+	e := setup(t, 10)
+	const n = 60
+	for i := range n {
+		e.lock(fmt.Sprintf("ord-%02d", i), time.Now().Add(time.Hour))
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	resolve := func(id, order, resolution string) {
+		wg.Go(func() {
+			assert.NoError(t, e.svc.Resolve(ctx, inbox.Message{Consumer: "timeout-stock-resolved", ID: id}, order, resolution))
+		})
+	}
+	for i := range n {
+		order := fmt.Sprintf("ord-%02d", i)
+		resolve("sold-"+order, order, deadline.ResolutionSold)
+		if i%6 == 0 {
+			resolve("sold-"+order, order, deadline.ResolutionSold)         // redelivered
+			resolve("released-"+order, order, deadline.ResolutionReleased) // the other outcome of the same order
+		}
+		if i%3 == 0 {
+			resolve("released-new-"+order, "new-"+order, deadline.ResolutionReleased) // overtakes its stock.locked
+		}
+	}
+	wg.Wait()
+
+	e.mu.Lock()
+	cancelled := append([]string(nil), e.cancelled...)
+	e.mu.Unlock()
+	assert.Len(t, cancelled, n, "each scheduled deadline's schedule is removed once")
+	assert.ElementsMatch(t, cancelled, func() []string {
+		var ids []string
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("ord-%02d", i))
+		}
+		return ids
+	}())
+	var rows, transactions, early int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM deadlines WHERE order_id LIKE 'ord-%' AND state = 'cancelled'`).
+		Scan(&rows, &transactions))
+	assert.Equal(t, n, rows, "every scheduled deadline cancelled")
+	assert.Less(t, transactions, n/2, "resolutions handled at once share transactions")
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM deadlines WHERE order_id LIKE 'new-%' AND state = 'cancelled' AND resolution = 'released'`).Scan(&early))
+	assert.Equal(t, n/3, early, "an order resolved before its lock gets a cancelled row")
+
+	e.lock("new-ord-00", time.Now().Add(time.Hour))
+	d, err := e.svc.Get(ctx, "new-ord-00")
+	require.NoError(t, err)
+	assert.Equal(t, deadline.Cancelled, d.State(), "its late stock.locked schedules nothing")
+}

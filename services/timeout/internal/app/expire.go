@@ -25,13 +25,14 @@ var errNoDeadline = errors.New("no deadline")
 func (s *Service) Fire(ctx context.Context, orderID string) error {
 	var outcome error
 	_, err := s.store.Within(ctx, nil, func(tx Tx) ([]events.Message, error) {
-		d, err := tx.Lock(ctx, orderID)
-		if errors.Is(err, deadline.ErrNotFound) {
-			outcome = errNoDeadline
-			return nil, nil
-		}
+		locked, err := tx.Lock(ctx, []string{orderID})
 		if err != nil {
 			return nil, err
+		}
+		d := locked[orderID]
+		if d == nil {
+			outcome = errNoDeadline
+			return nil, nil
 		}
 		if err := d.Expire(s.now()); err != nil {
 			if errors.Is(err, deadline.ErrResolved) {
@@ -40,7 +41,7 @@ func (s *Service) Fire(ctx context.Context, orderID string) error {
 			}
 			return nil, err // ErrNotDue: roll back, retry later
 		}
-		if err := tx.Save(ctx, d); err != nil {
+		if err := tx.Save(ctx, []*deadline.Deadline{d}); err != nil {
 			return nil, err
 		}
 		msg, err := s.expiredEvent(d)
@@ -78,13 +79,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 				return nil, err
 			}
 			msgs := make([]events.Message, 0, len(due))
+			expired := make([]*deadline.Deadline, 0, len(due))
 			for _, d := range due {
 				if err := d.Expire(now); err != nil {
 					return nil, err // cannot happen: LockDue returns scheduled, due rows
 				}
-				if err := tx.Save(ctx, d.Deadline); err != nil {
-					return nil, err
-				}
+				expired = append(expired, d.Deadline)
 				msg, err := s.expiredEvent(d.Deadline)
 				if err != nil {
 					return nil, err
@@ -95,7 +95,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 				msgs = append(msgs, msg)
 			}
 			n = len(due)
-			return msgs, nil
+			return msgs, tx.Save(ctx, expired)
 		})
 		if err != nil {
 			return total, fmt.Errorf("sweep deadlines: %w", err)

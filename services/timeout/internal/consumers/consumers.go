@@ -36,9 +36,9 @@ var errs = natsx.Errors{Permanent: []error{deadline.ErrBadOrderID}}
 //	timeout-fire            SCHEDULES  timeout.fire.>              expire it when it fires
 //	timeout-stock-resolved  STOCK      stock.sold, stock.released  cancel it
 //
-// timeout-stock-locked runs twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH) handlers: they wait in
-// the service's batcher without holding a connection, and while one batch commits the other
-// half gather the next.
+// timeout-stock-locked and timeout-stock-resolved run twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH)
+// handlers: they wait in the service's batchers without holding a connection, and while one
+// batch commits the other half gather the next.
 func All(svc *app.Service, maxBatch int) []service.Consumer {
 	return []service.Consumer{
 		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked},
@@ -52,7 +52,8 @@ func All(svc *app.Service, maxBatch int) []service.Consumer {
 				}
 				return notDueLater(svc.Fire(ctx, orderID))
 			})},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockResolved, FilterSubjects: []string{events.SubjectStockSold, events.SubjectStockReleased}},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockResolved, FilterSubjects: []string{events.SubjectStockSold, events.SubjectStockReleased},
+			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
 			Handle: natsx.Switch(StockResolved, errs,
 				natsx.Case(func(ctx context.Context, in inbox.Message, ev events.StockSold) error {
 					return svc.Resolve(ctx, in, ev.OrderID, deadline.ResolutionSold)

@@ -116,15 +116,16 @@ func (t txStore) Insert(ctx context.Context, ds []app.Traced) ([]bool, error) {
 }
 
 // Lock implements app.Tx.
-func (t txStore) Lock(ctx context.Context, orderID string) (*deadline.Deadline, error) {
-	ds, err := query(ctx, t.tx, selectDeadlines+` WHERE order_id = $1 FOR UPDATE`, orderID)
+func (t txStore) Lock(ctx context.Context, orderIDs []string) (map[string]*deadline.Deadline, error) {
+	ds, err := query(ctx, t.tx, selectDeadlines+` WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE`, orderIDs)
 	if err != nil {
 		return nil, err
 	}
-	if len(ds) == 0 {
-		return nil, fmt.Errorf("%w: %s", deadline.ErrNotFound, orderID)
+	locked := make(map[string]*deadline.Deadline, len(ds))
+	for _, d := range ds {
+		locked[d.OrderID()] = d
 	}
-	return ds[0], nil
+	return locked, nil
 }
 
 // LockDue implements app.Tx. SKIP LOCKED lets sweepers of several replicas, and fire
@@ -143,12 +144,23 @@ func (t txStore) LockDue(ctx context.Context, now time.Time, limit int) ([]app.T
 }
 
 // Save implements app.Tx.
-func (t txStore) Save(ctx context.Context, d *deadline.Deadline) error {
-	s := d.Snapshot()
-	_, err := t.tx.Exec(ctx, `UPDATE deadlines SET state = $2, resolution = $3, updated_at = $4 WHERE order_id = $1`,
-		s.OrderID, s.State.String(), nullString(s.Resolution), s.UpdatedAt)
+func (t txStore) Save(ctx context.Context, ds []*deadline.Deadline) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	var orders, states []string
+	var resolutions []*string
+	var updated []time.Time
+	for _, d := range ds {
+		s := d.Snapshot()
+		orders, states = append(orders, s.OrderID), append(states, s.State.String())
+		resolutions, updated = append(resolutions, nullString(s.Resolution)), append(updated, s.UpdatedAt)
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE deadlines d SET state = u.state, resolution = u.resolution, updated_at = u.updated_at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS u(order_id, state, resolution, updated_at)
+		WHERE d.order_id = u.order_id`, orders, states, resolutions, updated)
 	if err != nil {
-		return fmt.Errorf("save deadline %s: %w", s.OrderID, err)
+		return fmt.Errorf("save %d deadlines: %w", len(ds), err)
 	}
 	return nil
 }
