@@ -1,9 +1,12 @@
 package auth_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +103,68 @@ func TestRequire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestARememberedTokenStillExpires: a token verified once is not checked in full again, but
+// it is refused once it expires (beyond the leeway) as if it had never been seen.
+func TestARememberedTokenStillExpires(t *testing.T) {
+	kit := authtest.New(t)
+	now := time.Now()
+	cfg := kit.Config()
+	cfg.Now = func() time.Time { return now }
+	v, err := auth.NewVerifier(context.Background(), cfg)
+	require.NoError(t, err)
+	tok, err := signer(t, kit, "idp").MintAt("alice", []auth.Role{auth.Operator}, "", now, 10*time.Second) // shorter than RememberFor
+	require.NoError(t, err)
+
+	c, err := v.Verify(tok)
+	require.NoError(t, err)
+	c.Roles[0] = auth.Admin // a caller that changes its claims changes no one else's
+	now = now.Add(39 * time.Second)
+	c, err = v.Verify(tok)
+	require.NoError(t, err, "within the leeway")
+	assert.Equal(t, []auth.Role{auth.Operator}, c.Roles)
+	now = now.Add(2 * time.Second)
+	_, err = v.Verify(tok)
+	assert.ErrorContains(t, err, "expired")
+}
+
+// TestATamperedTokenIsNotTakenForARememberedOne: only the exact token verified is remembered.
+func TestATamperedTokenIsNotTakenForARememberedOne(t *testing.T) {
+	kit := authtest.New(t)
+	tok := kit.Token("u1", auth.Buyer)
+	_, err := kit.Verifier.Verify(tok)
+	require.NoError(t, err)
+	for _, forged := range []string{tok[:len(tok)-2] + "AA", tok + "A", strings.Replace(tok, ".", ".e", 1)} {
+		_, err := kit.Verifier.Verify(forged)
+		assert.Error(t, err, forged)
+	}
+	_, err = kit.Verifier.Verify(tok)
+	assert.NoError(t, err)
+}
+
+// BenchmarkVerify: a token seen for the first time (the signature checked) and one verified
+// before (remembered).
+func BenchmarkVerify(b *testing.B) {
+	kit := authtest.New(b)
+	b.Run("first", func(b *testing.B) {
+		toks := make([]string, b.N)
+		for i := range toks {
+			toks[i] = kit.Token(fmt.Sprintf("u%d", i), auth.Buyer)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			if _, err := kit.Verifier.Verify(toks[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("remembered", func(b *testing.B) {
+		tok := kit.Token("u1", auth.Buyer)
+		for b.Loop() {
+			if _, err := kit.Verifier.Verify(tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
