@@ -40,8 +40,10 @@ type StormConfig struct {
 	Modes      []string
 	Timeout    time.Duration
 	MaxWorkers uint64
-	Grace      time.Duration // after the storm, how long the orders may take to leave pending
-	Signer     *auth.Signer
+	// Connections caps the connections to the order service (0: one per request in flight).
+	Connections int
+	Grace       time.Duration // after the storm, how long the orders may take to leave pending
+	Signer      *auth.Signer
 	// Procs are the processes whose CPU time over each storm's attack the report shows, per
 	// POST answered (as Config.Procs); none: no CPU rows.
 	Procs []Proc
@@ -75,6 +77,7 @@ func (c *StormConfig) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "after the storm, how long orders may take to leave pending")
 	fs.Uint64Var(&c.MaxWorkers, "max-workers", c.MaxWorkers, "most requests in flight")
+	fs.IntVar(&c.Connections, "connections", c.Connections, "most connections to the order service (0: as many as requests in flight)")
 }
 
 // StormRun is one mode's figures.
@@ -309,7 +312,8 @@ func stormAttack(ctx context.Context, cfg StormConfig, run *StormRun, rate int, 
 		}
 		return nil
 	}
-	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.MaxWorkers(cfg.MaxWorkers), vegeta.MaxBody(64<<10), vegeta.KeepAlive(true))
+	atk := vegeta.NewAttacker(vegeta.Timeout(cfg.Timeout), vegeta.MaxWorkers(cfg.MaxWorkers), vegeta.MaxBody(64<<10), vegeta.KeepAlive(true),
+		vegeta.MaxConnections(cfg.Connections))
 	// A little longer than the window: the targeter ends the attack after the last buyer.
 	results := atk.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, cfg.Window+cfg.Window/2, "storm")
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
