@@ -3,7 +3,8 @@
 // sweeper finds it overdue, and cancel it when stock resolved the order first (stock.sold,
 // stock.released). Each runs one transaction — inbox claim, the deadline's change, outbox
 // rows — so a crash at any line loses or duplicates nothing; concurrent schedules share one,
-// and so do concurrent resolutions (combined: every order of a flash sale comes to both). Nothing is published inside a
+// and so do concurrent resolutions and fires (combined: every order of a flash sale comes
+// here twice). Nothing is published inside a
 // transaction: the schedule itself is an outbox row the relay publishes.
 package app
 
@@ -72,6 +73,7 @@ type Service struct {
 	combining  combine.Options
 	schedules  *combine.Batcher[scheduleCall, scheduled]
 	resolves   *combine.Batcher[resolveCall, resolved]
+	fires      *combine.Batcher[fireCall, fired]
 }
 
 // Option changes a Service built by New; tests use them to fix the clock.
@@ -80,7 +82,7 @@ type Option func(*Service)
 // WithClock makes the service read the time from now.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// WithCombining shapes the batches of concurrent schedules and of concurrent resolutions
+// WithCombining shapes the batches of concurrent schedules, resolutions and fires
 // (TIMEOUT_COMBINE_MAX_BATCH); MaxBatch 1 gives every message its own transaction.
 func WithCombining(o combine.Options) Option { return func(s *Service) { s.combining = o } }
 
@@ -107,6 +109,7 @@ func New(store Store, cancel CancelSchedule, log *slog.Logger, sweepBatch int, o
 	// Batches run on a context of their own: a caller giving up must not abort the others.
 	s.schedules = combine.New(context.Background(), s.combining.Named("schedule"), combine.FallbackToOne(s.scheduleAll))
 	s.resolves = combine.New(context.Background(), s.combining.Named("resolve_deadline"), combine.FallbackToOne(s.resolveAll))
+	s.fires = combine.New(context.Background(), s.combining.Named("fire"), combine.FallbackToOne(s.fireAll))
 	return s
 }
 
@@ -114,6 +117,7 @@ func New(store Store, cancel CancelSchedule, log *slog.Logger, sweepBatch int, o
 func (s *Service) Close() {
 	s.schedules.Close()
 	s.resolves.Close()
+	s.fires.Close()
 }
 
 // Get returns the order's deadline, or an error wrapping deadline.ErrNotFound.

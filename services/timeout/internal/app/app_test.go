@@ -306,3 +306,48 @@ func TestConcurrentResolutionsShareATransactionAndCancelEachScheduleOnce(t *test
 	require.NoError(t, err)
 	assert.Equal(t, deadline.Cancelled, d.State(), "its late stock.locked schedules nothing")
 }
+
+// TestConcurrentFiresShareATransactionAndANotDueOneFailsAlone: fired schedules handled at once
+// — due, fired twice, for an unknown order, and one before its deadline — share transactions;
+// each due deadline expires once with one timeout.expired carrying its own fire's trace, and
+// only the early fire fails (to be retried when due).
+func TestConcurrentFiresShareATransactionAndANotDueOneFailsAlone(t *testing.T) {
+	e := setup(t, 10)
+	const n = 60
+	for i := range n {
+		e.lock(fmt.Sprintf("ord-%02d", i), time.Now().Add(-time.Second))
+	}
+	e.lock("later", time.Now().Add(time.Hour))
+	traceparent := func(i int) string { return fmt.Sprintf("00-%032x-%016x-01", i+1, i+1) }
+	var wg sync.WaitGroup
+	var early error
+	for i := range n {
+		ctx := telemetry.WithTraceparent(context.Background(), traceparent(i))
+		fire := func() { assert.NoError(t, e.svc.Fire(ctx, fmt.Sprintf("ord-%02d", i))) }
+		wg.Go(fire)
+		if i%10 == 0 {
+			wg.Go(fire) // redelivered
+			wg.Go(func() { assert.NoError(t, e.svc.Fire(ctx, fmt.Sprintf("unknown-%02d", i))) })
+		}
+	}
+	wg.Go(func() { early = e.svc.Fire(context.Background(), "later") })
+	wg.Wait()
+
+	assert.ErrorIs(t, early, deadline.ErrNotDue)
+	ctx := context.Background()
+	var rows, transactions int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM deadlines WHERE state = 'expired'`).
+		Scan(&rows, &transactions))
+	assert.Equal(t, n, rows)
+	assert.Less(t, transactions, n/2, "fires handled at once share transactions")
+	assert.Equal(t, n, e.outbox(events.SubjectTimeoutExpired), "one timeout.expired per deadline")
+	for i := range n {
+		var sent string
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT headers->>'traceparent' FROM outbox WHERE event_id = $1`,
+			"timeout-expired:"+fmt.Sprintf("ord-%02d", i)).Scan(&sent))
+		assert.Equal(t, traceparent(i), sent, "timeout.expired carries its own fire's trace")
+	}
+	d, err := e.svc.Get(ctx, "later")
+	require.NoError(t, err)
+	assert.Equal(t, deadline.Scheduled, d.State())
+}

@@ -6,62 +6,97 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/combine"
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/outbox"
+	"github.com/stockflow/stockflow/pkg/telemetry"
 	"github.com/stockflow/stockflow/services/timeout/internal/deadline"
 )
-
-// errNoDeadline marks a fire for an order without a deadline row.
-var errNoDeadline = errors.New("no deadline")
 
 // Fire handles the scheduled message of an order's deadline: if the deadline is still
 // scheduled and has passed, it becomes expired and timeout.expired is emitted, in one
 // transaction. A deadline already resolved (cancelled, or expired by the sweeper) makes it a
 // no-op; so does an unknown order. The deadline row is the idempotency key here, under its
-// row lock, so no inbox claim is needed: a redelivered fire finds it expired.
+// row lock, so no inbox claim is needed: a redelivered fire finds it expired. Concurrent fires
+// share one transaction (the unpaid orders of a sale expire together).
 //
 // A fire that arrives before the deadline (the NATS server's clock ahead of ours) returns an
 // error wrapping a *deadline.NotDueError: the consumer redelivers it when it is due, and the
-// sweeper is there should it give up.
+// sweeper is there should it give up. The others of its batch are not held back.
 func (s *Service) Fire(ctx context.Context, orderID string) error {
-	var outcome error
-	_, err := s.store.Within(ctx, nil, func(tx Tx) ([]events.Message, error) {
-		locked, err := tx.Lock(ctx, []string{orderID})
-		if err != nil {
-			return nil, err
-		}
-		d := locked[orderID]
-		if d == nil {
-			outcome = errNoDeadline
-			return nil, nil
-		}
-		if err := d.Expire(s.now()); err != nil {
-			if errors.Is(err, deadline.ErrResolved) {
-				outcome = err
-				return nil, nil
-			}
-			return nil, err // ErrNotDue: roll back, retry later
-		}
-		if err := tx.Save(ctx, []*deadline.Deadline{d}); err != nil {
-			return nil, err
-		}
-		msg, err := s.expiredEvent(d)
-		if err != nil {
-			return nil, err
-		}
-		return []events.Message{msg}, nil
-	})
+	out, err := s.fires.Do(ctx, fireCall{ctx: ctx, orderID: orderID})
 	if err != nil {
 		return fmt.Errorf("fire deadline %s: %w", orderID, err)
 	}
-	switch {
-	case errors.Is(outcome, errNoDeadline):
+	switch out {
+	case noDeadline:
 		s.log.WarnContext(ctx, "fired schedule for an order without deadline; ignored", "order_id", orderID)
-	case outcome != nil:
-		s.log.DebugContext(ctx, "fired schedule for a resolved deadline; ignored", "order_id", orderID, "reason", outcome.Error())
+	case alreadyResolved:
+		s.log.DebugContext(ctx, "fired schedule for a resolved deadline; ignored", "order_id", orderID)
 	default:
 		s.log.InfoContext(ctx, "deadline expired", "order_id", orderID, "by", "schedule")
 	}
 	return nil
+}
+
+// fireCall is one fired schedule waiting for its batch.
+type fireCall struct {
+	ctx     context.Context // the caller's, for the trace timeout.expired carries
+	orderID string
+}
+
+// fired is what a fire did.
+type fired int
+
+const (
+	expired         fired = iota // the deadline expired now: timeout.expired is in the outbox
+	noDeadline                   // the order has no deadline
+	alreadyResolved              // cancelled, or expired before
+)
+
+// fireAll expires the deadlines of calls in one transaction: locked in one statement, saved in
+// one. A fire before its deadline fails alone.
+func (s *Service) fireAll(ctx context.Context, calls []fireCall) ([]combine.Result[fired], error) {
+	units := make([]*outbox.Unit, len(calls)) // no inbox claims: the deadline row is the key
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		units[i], ids[i] = &outbox.Unit{}, c.orderID
+	}
+	out := make([]combine.Result[fired], len(calls))
+	err := s.store.Batch(ctx, units, func(tx Tx, fresh []int) error {
+		locked, err := tx.Lock(ctx, ids)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		var changed []*deadline.Deadline
+		for _, i := range fresh {
+			d := locked[calls[i].orderID]
+			if d == nil {
+				out[i].Value = noDeadline
+				continue
+			}
+			if err := d.Expire(now); errors.Is(err, deadline.ErrResolved) { // an order fired twice in calls: the first expired it
+				out[i].Value = alreadyResolved
+				continue
+			} else if err != nil {
+				units[i].Err = err // not due: retried later, alone
+				continue
+			}
+			msg, err := s.expiredEvent(d)
+			if err != nil {
+				return err
+			}
+			msg.Headers = map[string]string{}
+			telemetry.InjectMap(calls[i].ctx, msg.Headers)
+			units[i].Msgs, changed = []events.Message{msg}, append(changed, d)
+		}
+		return tx.Save(ctx, changed)
+	})
+	for i, u := range units {
+		out[i].Err = u.Err
+	}
+	return out, err
 }
 
 // Sweep expires every scheduled deadline that has passed, in transactions of up to the

@@ -36,15 +36,16 @@ var errs = natsx.Errors{Permanent: []error{deadline.ErrBadOrderID}}
 //	timeout-fire            SCHEDULES  timeout.fire.>              expire it when it fires
 //	timeout-stock-resolved  STOCK      stock.sold, stock.released  cancel it
 //
-// timeout-stock-locked and timeout-stock-resolved run twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH)
-// handlers: they wait in the service's batchers without holding a connection, and while one
-// batch commits the other half gather the next.
+// Each runs twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH) handlers: they wait in the service's
+// batchers without holding a connection, and while one batch commits the other half gather the
+// next.
 func All(svc *app.Service, maxBatch int) []service.Consumer {
 	return []service.Consumer{
 		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked},
 			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
 			Handle: natsx.On(StockLocked, errs, svc.ScheduleDeadline)},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamSchedules, Durable: Fire, FilterSubjects: []string{natsx.SubjectsFire}},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamSchedules, Durable: Fire, FilterSubjects: []string{natsx.SubjectsFire},
+			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
 			Handle: natsx.OnMessage(Fire, errs, func(ctx context.Context, msg jetstream.Msg) error {
 				orderID, err := app.DecodeFired(msg.Subject(), msg.Data())
 				if err != nil {
