@@ -273,7 +273,7 @@ func (t *Tx) UpdateLocks(ctx context.Context, ups []stock.LockUpdate) ([]stock.L
 		}
 	}
 	if len(states.orders) > 0 {
-		t.staged.Queue(`UPDATE stock_lock SET state = u.state, slot = u.slot, resolved_at = coalesce(resolved_at, now())
+		t.staged.Queue(`UPDATE stock_lock SET state = u.state, slot = u.slot, resolved_at = coalesce(resolved_at, statement_timestamp())
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS u(o, sku, state, slot)
 			WHERE stock_lock.order_id = u.o AND stock_lock.sku = u.sku AND stock_lock.state <> u.state`,
 			states.orders, states.skus, states.values, states.slots)

@@ -59,3 +59,26 @@ func TestUnknownValuesFromTheDatabaseAreRefusedOnLoad(t *testing.T) {
 	_, err = store.GetAdjustment(ctx, adjustment)
 	assert.ErrorIs(t, err, stock.ErrUnknownValue, "adjustment state")
 }
+
+// TestALedgerRowIsStampedWhenItIsWritten: a ledger row's created_at (and a lock's
+// resolved_at) is the time its statement ran, not its transaction's BEGIN: a combined batch
+// begins, then decides in Go whether a timeout is due, and a release decided after its
+// deadline must not read as made before it.
+func TestALedgerRowIsStampedWhenItIsWritten(t *testing.T) {
+	ctx := context.Background()
+	store, pool := setup(t)
+	var decided time.Time
+	require.NoError(t, store.InTx(ctx, func(tx app.Tx) error {
+		if _, err := tx.CreateSKU(ctx, "CUP-1", 10, "t"); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond) // the transaction began before this
+		decided = time.Now().Truncate(time.Microsecond)
+		_, err := tx.LockOrders(ctx, []stock.LockRequest{{OrderID: "o1", Lines: []stock.Line{{SKU: "CUP-1", Qty: stock.MustQty(1)}},
+			Deadline: time.Now().Add(time.Hour), Operator: "t"}})
+		return err
+	}))
+	var stamped time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT created_at FROM stock_ledger WHERE change_type = 'lock'`).Scan(&stamped))
+	assert.False(t, stamped.Before(decided), "stamped %s, decided %s", stamped, decided)
+}
