@@ -33,7 +33,8 @@ import (
 //	replicas=2/shared   two pulling every partition (no PriorityGroup): as before partitions,
 //	                    both replicas lock every SKU and their batches queue on the same rows
 //
-// It reports locks/s and orders per lock batch (lock rows per distinct transaction time).
+// It reports locks/s and orders per lock batch (lock rows per distinct ledger time: a batch
+// writes its ledger rows in one statement).
 // NATS is embedded without sync_interval: always, so the figures are stock's and the
 // database's. go test -run '^$' -bench OrderCreatedReplicas -benchtime 5000x ./internal/consumers/
 func BenchmarkOrderCreatedReplicas(b *testing.B) {
