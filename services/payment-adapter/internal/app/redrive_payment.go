@@ -20,9 +20,13 @@ func (s *Service) ListSucceeded(ctx context.Context, from, to time.Time, limit i
 
 // RedrivePayment publishes payment.succeeded of a succeeded payment again, through the outbox,
 // for a payment whose sale stock never made (the first event was lost or dead-lettered), and
-// returns which copy it was (payment.Payment.Redrive: at most one per wait). The event has
-// its own id — the consumers' inbox would swallow the first one — and the same payload:
-// stock sells per payment id, so a payment it did sell meanwhile is a no-op there. Errors:
+// returns which copy it was (payment.Payment.Redrive: at most one per wait). It is the same
+// event again: its envelope keeps the first copy's id, so a consumer that took either copy
+// takes the other as a duplicate — stock acts on a payment's success once, and a payment whose
+// first copy failed to sell (stock.sell_failed, a refund on its way) is never sold by a late
+// copy when stock has come back meanwhile (a chaos run sold one after its refund). Only the
+// outbox row and its Nats-Msg-Id are the copy's own, or JetStream's duplicate window would
+// drop it. Errors:
 // payment.ErrNotSucceeded (refunded meanwhile, or failed) and payment.ErrRedriveWaiting emit
 // nothing.
 func (s *Service) RedrivePayment(ctx context.Context, paymentID string, wait time.Duration) (n int, err error) {
@@ -32,10 +36,11 @@ func (s *Service) RedrivePayment(ctx context.Context, paymentID string, wait tim
 				return false, nil, err
 			}
 			ev := succeeded(p)
-			msg, err := events.EncodeWithID(fmt.Sprintf("%s:%s:redrive:%d", ev.Subject(), p.ID(), n), ev, s.now())
+			msg, err := events.EncodeWithID(ev.Subject()+":"+p.ID(), ev, s.now())
 			if err != nil {
 				return false, nil, err
 			}
+			msg.ID = fmt.Sprintf("%s:redrive:%d", msg.ID, n)
 			return true, []events.Message{msg}, nil
 		})
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 )
 
 // TestRedrivePaymentOncePerWait: the paid_not_sold repair sends one copy of payment.succeeded
-// per wait, each under its own event id, and the count and time survive in the database.
+// per wait, each its own outbox row and Nats-Msg-Id but the first event's envelope id (the
+// consumers' inboxes take one copy only), and the count and time survive in the database.
 func TestRedrivePaymentOncePerWait(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
@@ -40,10 +41,21 @@ func TestRedrivePaymentOncePerWait(t *testing.T) {
 	assert.Equal(t, 2, stored.Redrives)
 	assert.Equal(t, e.now, stored.RedrivenAt)
 
-	rows, _ := e.pool.Query(ctx, `SELECT event_id FROM outbox WHERE subject = $1 AND event_id LIKE '%:redrive:%' ORDER BY id`, events.SubjectPaymentSucceeded)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, _ := e.pool.Query(ctx, `SELECT event_id, data FROM outbox WHERE subject = $1 ORDER BY id`, events.SubjectPaymentSucceeded)
+	type row struct {
+		ID   string
+		Data []byte
+	}
+	copied, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"payment.succeeded:" + p.ID() + ":redrive:1", "payment.succeeded:" + p.ID() + ":redrive:2"}, ids)
+	var ids []string
+	for _, c := range copied {
+		ids = append(ids, c.ID)
+		env, err := events.Open(c.Data)
+		require.NoError(t, err)
+		assert.Equal(t, "payment.succeeded:"+p.ID(), env.ID, "every copy is the first event to a consumer's inbox")
+	}
+	assert.Equal(t, []string{"payment.succeeded:" + p.ID(), "payment.succeeded:" + p.ID() + ":redrive:1", "payment.succeeded:" + p.ID() + ":redrive:2"}, ids)
 
 	_, err = e.svc.RedrivePayment(ctx, "nope", 0)
 	assert.ErrorIs(t, err, payment.ErrNotFound)
