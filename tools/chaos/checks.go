@@ -211,16 +211,16 @@ func (d *databases) terminalInTime(ctx context.Context, bound func(deadline time
 
 // paidHonoured: every order with a succeeded payment is paid (or shipped) and its stock sold;
 // every refunded payment's order is refunded, or paid by another payment (a double payment
-// keeps the first and refunds the second).
+// keeps the first and refunds the second) — never with its stock sold by the refunded one.
 func (d *databases) paidHonoured(ctx context.Context) (int, error) {
-	rows, err := d.payment.Query(ctx, `SELECT order_id, status FROM payments WHERE status <> 'failed'`)
+	rows, err := d.payment.Query(ctx, `SELECT payment_id, order_id, status FROM payments WHERE status <> 'failed'`)
 	if err != nil {
 		return 0, err
 	}
-	type payment struct{ order, status string }
+	type payment struct{ id, order, status string }
 	pays, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (payment, error) {
 		var p payment
-		return p, row.Scan(&p.order, &p.status)
+		return p, row.Scan(&p.id, &p.order, &p.status)
 	})
 	if err != nil {
 		return 0, err
@@ -251,6 +251,13 @@ func (d *databases) paidHonoured(ctx context.Context) (int, error) {
 		case "refunded":
 			if status != "refunded" && status != "paid" && status != "shipped" {
 				bad = append(bad, fmt.Sprintf("%s: payment refunded, order %s", p.order, status))
+			}
+			var soldBy *string
+			if err := d.stock.QueryRow(ctx, `SELECT payment_id FROM order_lock WHERE order_id = $1`, p.order).Scan(&soldBy); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return 0, err
+			}
+			if sold && soldBy != nil && *soldBy == p.id {
+				bad = append(bad, fmt.Sprintf("%s: stock sold by payment %s, which was refunded", p.order, p.id))
 			}
 		}
 	}
