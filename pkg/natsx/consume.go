@@ -169,6 +169,16 @@ type ConsumerSpec struct {
 // pullExpiry, well inside it.
 const PinnedTTL = 15 * time.Second
 
+// Combined is s for a handler whose use case is combined (pkg/combine) into batches of up to
+// maxBatch: twice that many handlers, waiting in the batcher without holding a database
+// connection, so that while one batch commits the other half gather the next; and four times
+// the handlers unacknowledged.
+func (s ConsumerSpec) Combined(maxBatch int) ConsumerSpec {
+	s.Workers = 2 * maxBatch
+	s.MaxAckPending = 4 * s.Workers
+	return s
+}
+
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	if s.MaxDeliver == 0 {
 		s.MaxDeliver = DefaultMaxDeliver

@@ -193,3 +193,12 @@ func TestOnMessageMarksAndNamesTheErrors(t *testing.T) {
 	assert.EqualError(t, err, "fire: fire o.1: bad order id")
 	assert.NoError(t, natsx.OnMessage("fire", natsx.Errors{}, func(context.Context, jetstream.Msg) error { return nil })(context.Background(), nil))
 }
+
+// TestCombinedRunsTwiceTheBatch: a combined consumer runs twice the batch in handlers, so one
+// half gathers the next batch while the other's commits, and leaves four times that unacked.
+func TestCombinedRunsTwiceTheBatch(t *testing.T) {
+	s := natsx.ConsumerSpec{Stream: "S", Durable: "d"}.Combined(128)
+	assert.Equal(t, 256, s.Workers)
+	assert.Equal(t, 1024, s.MaxAckPending)
+	assert.Equal(t, "d", s.Durable, "the rest of the spec kept")
+}

@@ -38,14 +38,11 @@ const (
 // OutageMaxDeliver, not its MaxDeliver, and the unconfirmed refunds job asks again after
 // that. Every other error is retried.
 //
-// payment-adapter-order-created runs twice maxBatch (PAYMENT_COMBINE_MAX_BATCH) handlers: they
-// wait in the service's batcher without holding a connection, and while one batch commits the
-// other half gather the next.
+// payment-adapter-order-created is natsx.ConsumerSpec.Combined for PAYMENT_COMBINE_MAX_BATCH
+// (maxBatch).
 func All(svc *app.Service, maxBatch int) []service.Consumer {
-	orderCreated := spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".>")
-	orderCreated.Workers, orderCreated.MaxAckPending = 2*maxBatch, 8*maxBatch
 	return []service.Consumer{
-		{Spec: orderCreated,
+		{Spec: spec(natsx.StreamOrder, OrderCreated, events.SubjectOrderCreated, events.SubjectOrderCreated+".>").Combined(maxBatch),
 			Handle: natsx.On(OrderCreated, natsx.Errors{}, svc.RememberOrder)},
 		{Spec: spec(natsx.StreamStock, StockSellFailed, events.SubjectStockSellFailed),
 			Handle: natsx.On(StockSellFailed, natsx.Errors{Permanent: []error{app.ErrPaymentUnknown}},

@@ -106,7 +106,4 @@ func spec(stream, durable string, subjects ...string) natsx.ConsumerSpec {
 // stopped at 64 (BenchmarkOrderCreatedReplicas).
 const combinedWorkers = 256
 
-func combined(s natsx.ConsumerSpec) natsx.ConsumerSpec {
-	s.Workers, s.MaxAckPending = combinedWorkers, 4*combinedWorkers
-	return s
-}
+func combined(s natsx.ConsumerSpec) natsx.ConsumerSpec { return s.Combined(combinedWorkers / 2) }

@@ -36,16 +36,13 @@ var errs = natsx.Errors{Permanent: []error{deadline.ErrBadOrderID}}
 //	timeout-fire            SCHEDULES  timeout.fire.>              expire it when it fires
 //	timeout-stock-resolved  STOCK      stock.sold, stock.released  cancel it
 //
-// Each runs twice maxBatch (TIMEOUT_COMBINE_MAX_BATCH) handlers: they wait in the service's
-// batchers without holding a connection, and while one batch commits the other half gather the
-// next.
+// Each is natsx.ConsumerSpec.Combined for TIMEOUT_COMBINE_MAX_BATCH (maxBatch): the service
+// combines all three.
 func All(svc *app.Service, maxBatch int) []service.Consumer {
 	return []service.Consumer{
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked},
-			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockLocked, FilterSubjects: []string{events.SubjectStockLocked}}.Combined(maxBatch),
 			Handle: natsx.On(StockLocked, errs, svc.ScheduleDeadline)},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamSchedules, Durable: Fire, FilterSubjects: []string{natsx.SubjectsFire},
-			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamSchedules, Durable: Fire, FilterSubjects: []string{natsx.SubjectsFire}}.Combined(maxBatch),
 			Handle: natsx.OnMessage(Fire, errs, func(ctx context.Context, msg jetstream.Msg) error {
 				orderID, err := app.DecodeFired(msg.Subject(), msg.Data())
 				if err != nil {
@@ -53,8 +50,7 @@ func All(svc *app.Service, maxBatch int) []service.Consumer {
 				}
 				return notDueLater(svc.Fire(ctx, orderID))
 			})},
-		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockResolved, FilterSubjects: []string{events.SubjectStockSold, events.SubjectStockReleased},
-			Workers: 2 * maxBatch, MaxAckPending: 8 * maxBatch},
+		{Spec: natsx.ConsumerSpec{Stream: natsx.StreamStock, Durable: StockResolved, FilterSubjects: []string{events.SubjectStockSold, events.SubjectStockReleased}}.Combined(maxBatch),
 			Handle: natsx.Switch(StockResolved, errs,
 				natsx.Case(func(ctx context.Context, in inbox.Message, ev events.StockSold) error {
 					return svc.Resolve(ctx, in, ev.OrderID, deadline.ResolutionSold)
