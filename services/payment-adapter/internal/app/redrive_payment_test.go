@@ -41,7 +41,8 @@ func TestRedrivePaymentOncePerWait(t *testing.T) {
 	assert.Equal(t, 2, stored.Redrives)
 	assert.Equal(t, e.now, stored.RedrivenAt)
 
-	rows, _ := e.pool.Query(ctx, `SELECT event_id, data FROM outbox WHERE subject = $1 ORDER BY id`, events.SubjectPaymentSucceeded)
+	rows, err := e.pool.Query(ctx, `SELECT event_id, data FROM outbox WHERE subject = $1 ORDER BY id`, events.SubjectPaymentSucceeded)
+	require.NoError(t, err)
 	type row struct {
 		ID   string
 		Data []byte

@@ -243,8 +243,8 @@ func TestFireBeforeOurDeadlineComesBackWhenDue(t *testing.T) {
 func TestDuplicatesAndLateFiresChangeNothing(t *testing.T) {
 	s := start(t, 200*time.Millisecond)
 	m := s.publish(locked("ord-dup", time.Now().Add(time.Second)))
+	s.waitState("ord-dup", "scheduled") // handlers run side by side: the second must come after the first
 	s.publish(locked("ord-dup", time.Now().Add(time.Hour))) // another stock.locked for the order
-	s.waitState("ord-dup", "scheduled")
 	require.Eventually(t, func() bool { return len(s.expired()) == 1 }, 10*time.Second, 20*time.Millisecond)
 
 	// After expiry: the same stock.locked again (past the dedupe window, say), a late sale,
