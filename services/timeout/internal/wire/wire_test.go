@@ -243,7 +243,7 @@ func TestFireBeforeOurDeadlineComesBackWhenDue(t *testing.T) {
 func TestDuplicatesAndLateFiresChangeNothing(t *testing.T) {
 	s := start(t, 200*time.Millisecond)
 	m := s.publish(locked("ord-dup", time.Now().Add(time.Second)))
-	s.waitState("ord-dup", "scheduled") // handlers run side by side: the second must come after the first
+	s.waitState("ord-dup", "scheduled")                     // handlers run side by side: the second must come after the first
 	s.publish(locked("ord-dup", time.Now().Add(time.Hour))) // another stock.locked for the order
 	require.Eventually(t, func() bool { return len(s.expired()) == 1 }, 10*time.Second, 20*time.Millisecond)
 
