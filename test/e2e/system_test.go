@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/auth"
+	"github.com/stockflow/stockflow/pkg/freeport"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
@@ -139,9 +140,9 @@ func dropDatabases(prefix string) {
 }
 
 // freePort is a TCP port nothing listens on now, never one handed out before in this run
-// (launcher.FreePort: two quick picks may otherwise get the same port).
+// (freeport.Port: two quick picks may otherwise get the same port).
 func freePort() int {
-	p, err := launcher.FreePort()
+	p, err := freeport.Port()
 	if err != nil {
 		panic(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/freeport"
 	"github.com/stockflow/stockflow/tools/flashsale"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
@@ -263,7 +264,7 @@ const sandboxSecret = "chaos-sandbox-secret"
 func (r *runner) options() (launcher.Options, error) {
 	var ports [4]int
 	for i := range ports {
-		p, err := launcher.FreePort()
+		p, err := freeport.Port()
 		if err != nil {
 			return launcher.Options{}, err
 		}

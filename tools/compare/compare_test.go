@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stockflow/stockflow/pkg/freeport"
 	"github.com/stockflow/stockflow/pkg/postgres/pgtest"
 	"github.com/stockflow/stockflow/tools/launcher"
 )
@@ -228,7 +229,7 @@ func upStockflow(t *testing.T) *launcher.System {
 	runDir := t.TempDir()
 	prefix := "cmp_" + runName() + "_"
 	free := func() int {
-		p, err := launcher.FreePort()
+		p, err := freeport.Port()
 		require.NoError(t, err)
 		return p
 	}

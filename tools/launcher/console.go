@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/stockflow/stockflow/pkg/freeport"
 )
 
 // consolePkg is the operations console (decision 0007): no database or broker, it calls the
@@ -26,7 +28,7 @@ func startConsole(ctx context.Context, o Options, urls map[string]string) (strin
 	port := o.ConsolePort
 	if port < 0 {
 		var err error
-		if port, err = FreePort(); err != nil {
+		if port, err = freeport.Port(); err != nil {
 			return "", err
 		}
 	}

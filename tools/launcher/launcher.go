@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/stockflow/stockflow/pkg/freeport"
 	"github.com/stockflow/stockflow/pkg/postgres"
 )
 
@@ -196,7 +196,7 @@ func prepare(ctx context.Context, o Options) (*System, error) {
 	}
 	var err error
 	if s.opts.NATSURL == "" && s.opts.NATSPort == 0 {
-		if s.opts.NATSPort, err = FreePort(); err != nil {
+		if s.opts.NATSPort, err = freeport.Port(); err != nil {
 			return nil, err
 		}
 	}
@@ -261,34 +261,6 @@ func checkoutCommit(ctx context.Context, root string) string {
 	return commit
 }
 
-// handedOut are the ports FreePort returned: a port is free only until its service binds it,
-// and the kernel may offer it again meanwhile (CI once gave stock and timeout the same one).
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// FreePort is a TCP port on 127.0.0.1 that nothing listens on now, never one it returned
-// before in this process.
-func FreePort() (int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if err := l.Close(); err != nil {
-			return 0, err
-		}
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port, nil
-		}
-	}
-}
-
 // ServiceDatabaseURL is the URL of a service's own database on the system's server.
 func (s *System) ServiceDatabaseURL(svc string) string {
 	u, err := postgres.WithDatabase(s.DatabaseURL, s.opts.DBPrefix+databases[svc])
@@ -315,7 +287,7 @@ func (s *System) reserve(svc string) error {
 func localURL(port int) (string, error) {
 	if port == 0 {
 		var err error
-		if port, err = FreePort(); err != nil {
+		if port, err = freeport.Port(); err != nil {
 			return "", err
 		}
 	}

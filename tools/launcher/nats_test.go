@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/stockflow/stockflow/pkg/events"
+	"github.com/stockflow/stockflow/pkg/freeport"
 	"github.com/stockflow/stockflow/pkg/natsx"
 )
 
@@ -24,7 +25,7 @@ func natsRunDir(t *testing.T) (Options, int) {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	port, err := FreePort()
+	port, err := freeport.Port()
 	require.NoError(t, err)
 	o := Options{Root: root, RunDir: t.TempDir(), NATSPort: port, Log: t.Logf}
 	o.defaults()

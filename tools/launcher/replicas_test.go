@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stockflow/stockflow/pkg/freeport"
 )
 
 // replica is a test server standing for one replica: it counts the requests that reach it
@@ -49,7 +51,7 @@ func newReplica(t *testing.T, name string, hangUp bool) *replica {
 
 // refusing is the URL of a replica that is down: nothing listens on its port.
 func refusing(t *testing.T) *url.URL {
-	port, err := FreePort()
+	port, err := freeport.Port()
 	require.NoError(t, err)
 	u, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", port))
 	return u

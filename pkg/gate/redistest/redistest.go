@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stockflow/stockflow/pkg/freeport"
 )
 
 // Server is a redis-server child process on its own port, keeping nothing on disk.
@@ -23,12 +25,12 @@ type Server struct {
 // redis-server is not installed (Debian: apt-get install redis-server).
 func Start(t testing.TB) *Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range: a restart (Restart) binds it again, and a client's connect
+	// could otherwise have taken it meanwhile.
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	s := &Server{t: t, Port: port, URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
 	s.Restart()
 	t.Cleanup(s.Stop)

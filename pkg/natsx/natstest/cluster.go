@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/stockflow/stockflow/pkg/freeport"
 )
 
 // Cluster is n embedded JetStream servers routed into one cluster, as the three-node
@@ -325,18 +327,17 @@ func (c *Cluster) forward(l net.Listener, from, to int) {
 	}
 }
 
-// freePorts returns n distinct local ports that were free a moment ago.
+// freePorts returns n distinct local ports that were free a moment ago, below the ephemeral
+// range: a node restarted on its port finds it free although clients connected meanwhile.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Port()
 		if err != nil {
 			t.Fatalf("natstest: pick a port: %v", err)
 		}
-		// Held until all are picked, so the n ports differ.
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports[i] = p
 	}
 	return ports
 }
