@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,6 +85,63 @@ type Gate struct {
 	timeout time.Duration
 	breaker *gobreaker.CircuitBreaker[any]
 	now     func() time.Time
+	unarmed unarmedSKUs
+}
+
+// UnarmedFor is how long Take believes a SKU it found unarmed without asking Redis again: an
+// order of SKUs none of which is armed (every order outside a sale) then costs no Redis
+// round trip, where it cost one per order (a tenth of the order service's CPU at 600 orders/s,
+// docs/performance.md). The price: a SKU armed by another process is gated by this one up to
+// UnarmedFor later; the orders of that second take the database path, which decides them as
+// it decides every order, and the gate counts their locks (TakeLocked). Arm through this Gate
+// forgets at once.
+const UnarmedFor = time.Second
+
+// unarmedSKUs remembers the SKUs Take found unarmed, each until when.
+type unarmedSKUs struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	swept time.Time // when expired entries were last dropped
+}
+
+// all reports whether every line's SKU is believed unarmed at now.
+func (u *unarmedSKUs) all(lines []Line, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, l := range lines {
+		if until, ok := u.until[l.SKU]; !ok || !now.Before(until) {
+			return false
+		}
+	}
+	return len(lines) > 0
+}
+
+// remember believes lines' SKUs unarmed until now+UnarmedFor, and drops the entries that
+// expired (at most once per UnarmedFor, so a sale over many SKUs does not sweep per call).
+func (u *unarmedSKUs) remember(lines []Line, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.until == nil {
+		u.until = map[string]time.Time{}
+	}
+	if now.Sub(u.swept) >= UnarmedFor {
+		for sku, until := range u.until {
+			if !now.Before(until) {
+				delete(u.until, sku)
+			}
+		}
+		u.swept = now
+	}
+	for _, l := range lines {
+		u.until[l.SKU] = now.Add(UnarmedFor)
+	}
+}
+
+// forget drops what is remembered of sku.
+func (u *unarmedSKUs) forget(sku string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.until, sku)
 }
 
 // New returns the gate of cfg, or nil when cfg has no Redis.
@@ -199,8 +257,12 @@ return {'admitted', 0}
 // left and gave it (SKUs not armed are not counted); SoldOut: an armed SKU, named by sku, has
 // less than its line asks, and nothing was taken; Open: no SKU of the order is armed;
 // Bypassed: Redis could not be asked. Taking again for the same order id takes nothing more.
+// An order whose SKUs were all found unarmed within UnarmedFor is answered Open without Redis.
 func (g *Gate) Take(ctx context.Context, orderID string, lines []Line) (v Verdict, sku string) {
 	if g == nil {
+		return Open, ""
+	}
+	if g.unarmed.all(lines, g.now()) {
 		return Open, ""
 	}
 	keys, args := g.orderArgs(orderID, lines)
@@ -221,6 +283,8 @@ func (g *Gate) Take(ctx context.Context, orderID string, lines []Line) (v Verdic
 			sku = lines[i-1].SKU
 		}
 		return SoldOut, sku
+	case "open":
+		g.unarmed.remember(lines, g.now())
 	}
 	return Open, ""
 }
@@ -392,6 +456,7 @@ func (g *Gate) Arm(ctx context.Context, sku string, remaining int64) error {
 	if remaining < 0 {
 		remaining = 0
 	}
+	g.unarmed.forget(sku)
 	_, err := g.do(ctx, func(ctx context.Context) (any, error) {
 		return arm.Run(ctx, g.rdb, []string{gateKey(sku)}, remaining, g.ms()).Result()
 	})

@@ -39,6 +39,37 @@ func TestUnarmedSKUsAreOpenAndANilGateIsNeverArmed(t *testing.T) {
 	assert.ErrorIs(t, none.Arm(ctx, "A", 1), gate.ErrUnavailable, "arming needs a Redis")
 }
 
+// An order whose SKUs a Take found unarmed moments ago is answered Open without asking Redis:
+// a SKU another process arms meanwhile is gated here within gate.UnarmedFor, and at once when
+// it is armed through this Gate. An order naming a SKU not remembered still asks.
+func TestATakeRemembersUnarmedSKUsForAMoment(t *testing.T) {
+	g, srv := newGate(t)
+	other, err := gate.New(gate.Config{RedisURL: srv.URL, Timeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	ctx := context.Background()
+	a := []gate.Line{{SKU: "A", Qty: 1}}
+
+	v, _ := g.Take(ctx, "o1", a)
+	require.Equal(t, gate.Open, v)
+	require.NoError(t, other.Arm(ctx, "A", 0), "another process arms A with nothing left")
+	v, _ = g.Take(ctx, "o2", a)
+	assert.Equal(t, gate.Open, v, "A was found unarmed a moment ago: Redis is not asked")
+	v, sku := g.Take(ctx, "o3", []gate.Line{{SKU: "A", Qty: 1}, {SKU: "B", Qty: 1}})
+	assert.Equal(t, gate.SoldOut, v, "B is not remembered: the order asks, and A is armed")
+	assert.Equal(t, "A", sku)
+	require.Eventually(t, func() bool {
+		v, _ := g.Take(ctx, "o4", a)
+		return v == gate.SoldOut
+	}, 5*gate.UnarmedFor, 50*time.Millisecond, "A was never gated here")
+
+	v, _ = g.Take(ctx, "o5", []gate.Line{{SKU: "C", Qty: 1}})
+	require.Equal(t, gate.Open, v)
+	require.NoError(t, g.Arm(ctx, "C", 0))
+	v, _ = g.Take(ctx, "o6", []gate.Line{{SKU: "C", Qty: 1}})
+	assert.Equal(t, gate.SoldOut, v, "armed through this Gate: gated at once")
+}
+
 func TestTakeIsAllOrNothingAndIdempotentPerOrder(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()
