@@ -28,14 +28,14 @@ var errNoneDone = errors.New("every unit of the batch failed")
 // out), lets run do the work of the fresh units (fresh indexes units; run sets their Msgs or
 // Err and may queue writes on b), then withdraws the claims of the units that failed, so their
 // messages are retried, and writes the others' Msgs to the outbox. The withdrawals and the
-// outbox rows are queued on b, which is sent with the COMMIT (postgres.InTxBatch).
+// outbox rows are queued on b, which is sent with the COMMIT (InTxBatch).
 //
 // An error from run rolls back every unit; a batch in which every fresh unit failed is rolled
 // back too and returns nil (each unit has its Err). A crash at any line loses or duplicates
 // nothing. Each unit found Dup in a batch that returns nil counts once in the counter
 // stockflow.inbox.duplicates (label consumer).
 func Batch(ctx context.Context, db postgres.Beginner, units []*Unit, run func(tx pgx.Tx, b *pgx.Batch, fresh []int) error) error {
-	err := postgres.InTxBatch(ctx, db, func(tx pgx.Tx, b *pgx.Batch) error {
+	err := InTxBatch(ctx, db, func(tx pgx.Tx, b *pgx.Batch) error {
 		fresh, err := claim(ctx, tx, units)
 		if err != nil || len(fresh) == 0 {
 			return err

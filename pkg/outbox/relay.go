@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,9 +19,9 @@ import (
 type RelayOptions struct {
 	// BatchSize is the most rows one pass publishes before marking them. Default 256.
 	BatchSize int
-	// PollInterval is how long the relay waits between passes when no commit notification
-	// (LISTEN outbox) arrives: the latency floor when notifications are lost, and the retry
-	// interval while a long-open transaction holds rows back. Default 50ms.
+	// PollInterval is how long the relay waits between passes when no commit of this process
+	// wakes it (InTxBatch): the latency of rows other processes write, and the retry interval
+	// while a long-open transaction holds rows back. Default 50ms.
 	PollInterval time.Duration
 	// MaxBackoff caps the wait after consecutive failed passes (the wait doubles from
 	// PollInterval). Default 5s.
@@ -73,8 +72,8 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Re
 // cleanupEvery is how often Run deletes published rows past Retention.
 const cleanupEvery = time.Minute
 
-// Run publishes pending rows until ctx is done, then returns nil. It wakes on commit
-// notifications and every PollInterval, backs off (up to MaxBackoff) while passes fail and
+// Run publishes pending rows until ctx is done, then returns nil. It wakes when a transaction
+// of this process that wrote outbox rows commits (InTxBatch) and every PollInterval, backs off (up to MaxBackoff) while passes fail and
 // publish nothing, and beside that deletes published rows past Retention once a minute
 // (Cleanup: a backlog of them never holds back publishing). Failures are logged, never
 // fatal: the rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
@@ -91,12 +90,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		cleaner.Go(func() { r.cleanUp(ctx) })
 		defer cleaner.Wait()
 	}
-	l := r.listen(ctx)
-	defer l.close()
+	woken := wakes.add()
+	defer wakes.remove(woken)
 	backoff := r.opts.PollInterval
 	var logged time.Time // when a failure was last logged
+	ownRows := false     // woken by a commit of this process
 	for {
-		n, err := r.PublishPending(ctx)
+		n, err := r.publishPending(ctx, ownRows)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -117,7 +117,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		default:
 			backoff = r.opts.PollInterval
 		}
-		l.wait(ctx, wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-woken:
+			ownRows = true
+		case <-t.C:
+			ownRows = false
+		case <-ctx.Done():
+		}
+		t.Stop()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -132,11 +140,19 @@ func (r *Relay) Run(ctx context.Context) error {
 // row JetStream refuses every time does not hold back the rows behind it (review F17); the
 // first error is returned at the end.
 func (r *Relay) PublishPending(ctx context.Context) (int, error) {
+	return r.publishPending(ctx, false)
+}
+
+// publishPending is PublishPending; with waitTurn it waits for the relay publishing, if any,
+// to finish its pass instead of returning: the caller was woken by its own process's commit,
+// whose rows that relay's pass may have read too early to see, and which no commit of that
+// relay's process will wake it for.
+func (r *Relay) publishPending(ctx context.Context, waitTurn bool) (int, error) {
 	total := 0
 	var firstErr error
 	for {
 		pctx, cancel := context.WithTimeout(ctx, r.opts.PassTimeout)
-		read, n, err := r.pass(pctx)
+		read, n, err := r.pass(pctx, waitTurn)
 		cancel()
 		total += n
 		if errors.Is(err, errNotLeader) {
@@ -167,7 +183,7 @@ type row struct {
 // published again. The advisory lock, held until the commit, is what keeps another relay off
 // them: the rows themselves are not locked (a FOR UPDATE wrote a lock record per row to the
 // WAL, three per order end to end, and guarded nothing the advisory lock does not).
-func (r *Relay) pass(ctx context.Context) (read, n int, err error) {
+func (r *Relay) pass(ctx context.Context, waitTurn bool) (read, n int, err error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("outbox pass: begin: %w", err)
@@ -177,12 +193,18 @@ func (r *Relay) pass(ctx context.Context) (read, n int, err error) {
 			err = errors.Join(err, fmt.Errorf("outbox pass: rollback: %w", rbErr))
 		}
 	}()
-	var leader bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&leader); err != nil {
-		return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
-	}
-	if !leader {
-		return 0, 0, errNotLeader
+	if waitTurn {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
+			return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
+		}
+	} else {
+		var leader bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&leader); err != nil {
+			return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
+		}
+		if !leader {
+			return 0, 0, errNotLeader
+		}
 	}
 	rows, err := r.read(ctx, tx)
 	if err != nil || len(rows) == 0 {
@@ -326,80 +348,5 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 		if tag.RowsAffected() < cleanupChunk {
 			return total, nil
 		}
-	}
-}
-
-// listener waits for commit notifications on a dedicated connection, falling back to plain
-// polling when it has none.
-type listener struct {
-	r    *Relay
-	conn *pgx.Conn
-}
-
-func (r *Relay) listen(ctx context.Context) *listener {
-	l := &listener{r: r}
-	l.connect(ctx)
-	return l
-}
-
-func (l *listener) connect(ctx context.Context) {
-	c, err := l.r.pool.Acquire(ctx)
-	if err != nil {
-		l.r.log.WarnContext(ctx, "outbox listen: acquire connection; polling only", "err", err)
-		return
-	}
-	conn := c.Hijack() // owned by the listener from now on: it must not go back LISTENing
-	if _, err := conn.Exec(ctx, "LISTEN outbox"); err != nil {
-		l.r.log.WarnContext(ctx, "outbox listen; polling only", "err", err)
-		l.closeConn(conn)
-		return
-	}
-	l.conn = conn
-}
-
-// wait returns after a notification, after d, or when ctx is done.
-func (l *listener) wait(ctx context.Context, d time.Duration) {
-	if l.conn == nil {
-		l.connect(ctx)
-	}
-	if l.conn == nil {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		return
-	}
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	_, err := l.conn.WaitForNotification(wctx)
-	if err == nil || ctx.Err() != nil || (wctx.Err() != nil && pgconn.Timeout(err)) {
-		return
-	}
-	l.r.log.WarnContext(ctx, "outbox listen: connection lost; reconnecting", "err", err)
-	l.closeConn(l.conn)
-	l.conn = nil
-	// Don't spin on a broken server: the next wait starts with a plain sleep.
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func (l *listener) close() {
-	if l.conn != nil {
-		l.closeConn(l.conn)
-		l.conn = nil
-	}
-}
-
-func (l *listener) closeConn(c *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
-		l.r.log.Warn("outbox listen: close connection", "err", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stockflow/stockflow/pkg/events"
 	"github.com/stockflow/stockflow/pkg/outbox"
-	"github.com/stockflow/stockflow/pkg/postgres"
 	"github.com/stockflow/stockflow/services/order/internal/app"
 	"github.com/stockflow/stockflow/services/order/internal/order"
 )
@@ -28,10 +27,10 @@ var (
 // deadlock), in the round trip that begins the transaction; the keys others hold are looked
 // up and the orders of the requests that replay an earlier one read (only when there are
 // some); the lines, history and outbox rows of the orders that got their key go with the
-// COMMIT (postgres.InTxBatch). Two round trips for a batch of new orders.
+// COMMIT (outbox.InTxBatch). Two round trips for a batch of new orders.
 func (s *Store) CreateAll(ctx context.Context, orders []app.NewOrder) ([]app.Created, error) {
 	out := make([]app.Created, len(orders))
-	err := postgres.InTxBatch(ctx, s.pool, func(tx pgx.Tx, last *pgx.Batch) error {
+	err := outbox.InTxBatch(ctx, s.pool, func(tx pgx.Tx, last *pgx.Batch) error {
 		first := map[string]int{}
 		var claims []int // the first order of each key: the one that may insert
 		for i, n := range orders {

@@ -45,7 +45,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // unique index: the second waits for the first to commit and then finds its order.
 func (s *Store) Create(ctx context.Context, o *order.Order, key string, requestHash []byte, msgs []events.Message) (stored *order.Order, created bool, err error) {
 	snap := o.Snapshot()
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = outbox.InTxBatch(ctx, s.pool, func(tx pgx.Tx, _ *pgx.Batch) error {
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO orders (id, idempotency_key, request_hash, buyer_id, currency, total, payment_timeout_ns,
 			                    status, created_at, expires_at, updated_at, cancel_requested_at)

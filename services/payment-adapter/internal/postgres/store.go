@@ -85,7 +85,7 @@ func (s *Store) RememberOrders(ctx context.Context, ins []inbox.Message, os []pa
 func (s *Store) RecordPayment(ctx context.Context, provider, txnID, orderID string,
 	decide func(o payment.OrderTotal, existing *payment.Payment) (p *payment.Payment, changed bool, msgs []events.Message, err error),
 ) (p *payment.Payment, created bool, err error) {
-	err = postgres.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = outbox.InTxBatch(ctx, s.pool, func(tx pgx.Tx, _ *pgx.Batch) error {
 		existing, err := byTxn(ctx, tx, provider, txnID)
 		if err != nil && !errors.Is(err, payment.ErrNotFound) {
 			return err
