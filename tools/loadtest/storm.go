@@ -144,7 +144,15 @@ func Storm(ctx context.Context, cfg StormConfig, progress io.Writer) (*StormRepo
 		return nil, err
 	}
 	rep := &StormReport{Config: cfg}
-	for _, mode := range cfg.Modes {
+	for i, mode := range cfg.Modes {
+		if i > 0 && len(cfg.Procs) > 0 {
+			// The previous mode's orders are out of pending, but their outcomes may still be
+			// followed, acknowledged and relayed: a storm that begins meanwhile shares the
+			// cores with them (a gate-on run right after gate off once had 484 gate calls
+			// time out waiting for CPU).
+			fmt.Fprintf(progress, "storm: waiting for the processes to be back at rest\n")
+			quiet(ctx, cfg.Procs, stormRestMsPerSec)
+		}
 		run, err := storm(ctx, c, cfg, mode, runID, bodies, bearers, progress)
 		if run != nil {
 			rep.Runs = append(rep.Runs, run)
@@ -155,6 +163,10 @@ func Storm(ctx context.Context, cfg StormConfig, progress io.Writer) (*StormRepo
 	}
 	return rep, nil
 }
+
+// stormRestMsPerSec is the CPU the measured processes use together at rest, about: between
+// modes the storm waits until they are within quiet's margin of it.
+const stormRestMsPerSec = 150
 
 // stormBuyers are the request bodies (per buyer, SKU filled in per mode) and bearer tokens.
 func stormBuyers(cfg StormConfig, runID string) ([]string, []string, error) {
