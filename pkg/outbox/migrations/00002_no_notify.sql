@@ -2,8 +2,8 @@
 -- The relay is woken in its own process when an outbox transaction commits (outbox.InTxBatch),
 -- and polls for the rest. A NOTIFY at commit serialized the commits of every database on the
 -- server (docs/performance.md).
-DROP TRIGGER outbox_notify ON outbox;
-DROP FUNCTION outbox_notify();
+DROP TRIGGER IF EXISTS outbox_notify ON outbox;
+DROP FUNCTION IF EXISTS outbox_notify();
 
 -- +goose Down
 -- +goose StatementBegin
