@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/stockflow/stockflow/pkg/postgres"
 )
 
 // clockTicks is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, what
@@ -297,6 +299,49 @@ func walLSN(ctx context.Context, databaseURL string) (string, error) {
 	var lsn string
 	err = conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
 	return lsn, err
+}
+
+// autovacuums is how many autovacuum and autoanalyze runs the server's databases have counted
+// (pg_stat_all_tables, summed over every database that takes connections).
+func autovacuums(ctx context.Context, databaseURL string) (int64, error) {
+	if databaseURL == "" {
+		return 0, errors.New("no database URL")
+	}
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate")
+	if err != nil {
+		return 0, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, name := range names {
+		u, err := postgres.WithDatabase(databaseURL, name)
+		if err != nil {
+			return 0, err
+		}
+		n, err := func() (int64, error) {
+			c, err := pgx.Connect(ctx, u)
+			if err != nil {
+				return 0, err
+			}
+			defer c.Close(context.Background())
+			var n int64
+			err = c.QueryRow(ctx, "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint FROM pg_stat_all_tables").Scan(&n)
+			return n, err
+		}()
+		if err != nil {
+			return 0, fmt.Errorf("autovacuum runs in %s: %w", name, err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // walSince is how many WAL bytes the server wrote since the position from.

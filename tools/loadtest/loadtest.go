@@ -145,6 +145,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	start, idle := measureIdle(ctx, cfg, progress)
 	startAt := time.Now()
 	walFrom, walErr := walLSN(ctx, cfg.DatabaseURL)
+	vacFrom, vacErr := autovacuums(ctx, cfg.DatabaseURL)
 	fmt.Fprintf(progress, "loadtest: %d orders/s for %s on %s (%d available)\n", cfg.Rate, cfg.Duration, cfg.SKU, r.Before.Available)
 	accepted := attack(ctx, cfg, r, runID, progress)
 
@@ -168,6 +169,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	if r.WALErr = walErr; walErr == nil {
 		r.WALBytes, r.WALErr = walSince(ctx, cfg.DatabaseURL, walFrom)
+	}
+	if r.AutovacuumsErr = vacErr; vacErr == nil {
+		var vacTo int64
+		vacTo, r.AutovacuumsErr = autovacuums(ctx, cfg.DatabaseURL)
+		r.Autovacuums = vacTo - vacFrom
 	}
 	orders, err := settle(ctx, c, cfg, r, deadline)
 	if err != nil {

@@ -51,6 +51,10 @@ type Report struct {
 	CPUWindow time.Duration
 	WALBytes  int64 // WAL the PostgreSQL server wrote over the same window
 	WALErr    error
+	// Autovacuums is how many autovacuum and autoanalyze runs finished over the same window,
+	// in every database of the server: PostgreSQL's CPU per order moves with them.
+	Autovacuums    int64
+	AutovacuumsErr error
 
 	Checks []Check
 }
@@ -260,6 +264,11 @@ func (r *Report) writeCPU(b *strings.Builder) {
 		fmt.Fprintf(b, "  PostgreSQL WAL: not measured (%v)\n", r.WALErr)
 	} else if w, ok := perOrder(float64(r.WALBytes), r.Accepted); ok {
 		fmt.Fprintf(b, "  PostgreSQL WAL: %.1f MiB = %.0f bytes per order (pg_current_wal_lsn before and after, the whole server)\n", float64(r.WALBytes)/(1<<20), w)
+	}
+	if r.AutovacuumsErr != nil {
+		fmt.Fprintf(b, "  PostgreSQL autovacuum: not measured (%v)\n", r.AutovacuumsErr)
+	} else {
+		fmt.Fprintf(b, "  PostgreSQL autovacuum: %d table runs (vacuum or analyze) finished in the window; its CPU is in PostgreSQL's figure\n", r.Autovacuums)
 	}
 	if !ok {
 		return
