@@ -73,9 +73,9 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Re
 const cleanupEvery = time.Minute
 
 // Run publishes pending rows until ctx is done, then returns nil. It wakes when a transaction
-// of this process that wrote outbox rows commits (InTxBatch) and every PollInterval, backs off (up to MaxBackoff) while passes fail and
-// publish nothing, and beside that deletes published rows past Retention once a minute
-// (Cleanup: a backlog of them never holds back publishing). Failures are logged, never
+// of this process that wrote outbox rows commits (InTxBatch) and every PollInterval, backs off
+// (up to MaxBackoff) while passes fail and publish nothing, and beside that deletes published
+// rows past Retention once a minute (Cleanup: a backlog of them never holds back publishing). Failures are logged, never
 // fatal: the rows stay pending and are retried. Stopping Run at any point (even mid-batch) is safe.
 // While it runs, the gauges stockflow.outbox.backlog and stockflow.outbox.oldest_age report
 // the pending rows (an error registering them is Run's only error).
