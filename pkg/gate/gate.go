@@ -91,10 +91,10 @@ type Gate struct {
 // UnarmedFor is how long Take (and TakeLocked) believe a SKU Take found unarmed without asking
 // Redis again: an order of SKUs none of which is armed (every order outside a sale) then costs
 // no Redis round trip, where it cost two (Take and TakeLocked, an eighth of the order
-// service's CPU at 600 orders/s, docs/performance.md). The price: a SKU armed by another process is gated by this one up to
-// UnarmedFor later; the orders of that second take the database path, which decides them as
-// it decides every order, and the gate counts their locks (TakeLocked). Arm through this Gate
-// forgets at once.
+// service's CPU at 600 orders/s, docs/performance.md). The price: a SKU armed by another
+// process is gated by this one up to UnarmedFor later; the orders of that second take the
+// database path, which decides them as it decides every order (TakeLocked says what the
+// gate's count may miss meanwhile). Arm through this Gate forgets at once.
 const UnarmedFor = time.Second
 
 // unarmedSKUs remembers the SKUs Take found unarmed, each until when.

@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	r.RSSReset = resetPeakRSS(cfg.StockPID) == nil
 
-	start, idle := measureIdle(ctx, cfg, progress)
+	start, idle := measureIdle(ctx, cfg.Procs, cfg.Idle, progress)
 	startAt := time.Now()
 	walFrom, walErr := walLSN(ctx, cfg.DatabaseURL)
 	vacFrom, vacErr := autovacuums(ctx, cfg.DatabaseURL)
@@ -303,17 +303,17 @@ func waitLocked(ctx context.Context, c *flashsale.Client, cfg Config, r *Report,
 	return nil
 }
 
-// measureIdle samples cfg.Procs' CPU time over cfg.Idle with no load and returns the last
-// sample (the attack's start) and the use at rest.
-func measureIdle(ctx context.Context, cfg Config, progress io.Writer) ([]cpuSample, []CPUUse) {
-	from := sampleAll(cfg.Procs)
-	if len(cfg.Procs) == 0 || cfg.Idle == 0 {
-		return from, uses(cfg.Procs, from, from)
+// measureIdle samples procs' CPU time over d with no load and returns the last sample (the
+// attack's start) and the use at rest.
+func measureIdle(ctx context.Context, procs []Proc, d time.Duration, progress io.Writer) ([]cpuSample, []CPUUse) {
+	from := sampleAll(procs)
+	if len(procs) == 0 || d == 0 {
+		return from, uses(procs, from, from)
 	}
-	fmt.Fprintf(progress, "loadtest: %s of CPU at rest first\n", cfg.Idle)
-	sleep(ctx, cfg.Idle)
-	to := sampleAll(cfg.Procs)
-	return to, uses(cfg.Procs, from, to)
+	fmt.Fprintf(progress, "loadtest: %s of CPU at rest first\n", d)
+	sleep(ctx, d)
+	to := sampleAll(procs)
+	return to, uses(procs, from, to)
 }
 
 // quietMax bounds quiet's wait.

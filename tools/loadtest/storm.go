@@ -144,6 +144,11 @@ func Storm(ctx context.Context, cfg StormConfig, progress io.Writer) (*StormRepo
 		return nil, err
 	}
 	rep := &StormReport{Config: cfg}
+	var restMsPerSec float64 // the processes' CPU at rest, measured before the first mode
+	if len(cfg.Modes) > 1 {
+		_, rest := measureIdle(ctx, cfg.Procs, stormRest, progress)
+		restMsPerSec = totalMs(rest) / stormRest.Seconds()
+	}
 	for i, mode := range cfg.Modes {
 		if i > 0 && len(cfg.Procs) > 0 {
 			// The previous mode's orders are out of pending, but their outcomes may still be
@@ -151,7 +156,7 @@ func Storm(ctx context.Context, cfg StormConfig, progress io.Writer) (*StormRepo
 			// cores with them (a gate-on run right after gate off once had 484 gate calls
 			// time out waiting for CPU).
 			fmt.Fprintf(progress, "storm: waiting for the processes to be back at rest\n")
-			quiet(ctx, cfg.Procs, stormRestMsPerSec)
+			quiet(ctx, cfg.Procs, restMsPerSec)
 		}
 		run, err := storm(ctx, c, cfg, mode, runID, bodies, bearers, progress)
 		if run != nil {
@@ -164,9 +169,10 @@ func Storm(ctx context.Context, cfg StormConfig, progress io.Writer) (*StormRepo
 	return rep, nil
 }
 
-// stormRestMsPerSec is the CPU the measured processes use together at rest, about: between
-// modes the storm waits until they are within quiet's margin of it.
-const stormRestMsPerSec = 150
+// stormRest is how long the storm samples the processes' CPU at rest before its first mode;
+// between modes it waits until they are back within quiet's margin of that rate (a fixed
+// rate would be wrong for two replicas, whose rest is twice one's).
+const stormRest = 3 * time.Second
 
 // stormBuyers are the request bodies (per buyer, SKU filled in per mode) and bearer tokens.
 func stormBuyers(cfg StormConfig, runID string) ([]string, []string, error) {
