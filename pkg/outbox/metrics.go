@@ -19,8 +19,9 @@ const observeTimeout = 2 * time.Second
 // observeBacklog registers the gauges stockflow.outbox.backlog (rows not yet published) and
 // stockflow.outbox.oldest_age (seconds since the oldest of them was written, 0 when none),
 // observed by one query per collection; Run keeps them registered while it runs. The query
-// reads the pending rows only, through the partial index outbox_pending, never the published
-// rows kept for Retention. Every replica's relay observes the same table: take the max.
+// reads the pending rows only (the view outbox_unpublished: the index outbox_pending from the
+// relay's cursor on, and outbox_retry), never the published rows kept for Retention. Every
+// replica's relay observes the same table: take the max.
 func (r *Relay) observeBacklog() (unregister func(), err error) {
 	meter := otel.Meter(instrumentation)
 	backlog, err := meter.Int64ObservableGauge("stockflow.outbox.backlog",
@@ -40,7 +41,7 @@ func (r *Relay) observeBacklog() (unregister func(), err error) {
 		var age float64
 		if err := r.pool.QueryRow(ctx, `
 			SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-			FROM outbox WHERE published_at IS NULL`).Scan(&n, &age); err != nil {
+			FROM outbox_unpublished`).Scan(&n, &age); err != nil {
 			return fmt.Errorf("outbox metrics: backlog: %w", err)
 		}
 		o.ObserveInt64(backlog, n)

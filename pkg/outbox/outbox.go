@@ -3,8 +3,8 @@
 // with Nats-Msg-Id = event id. Nothing is ever published for a rolled-back transaction, and
 // nothing committed is lost: a row stays pending until JetStream has acknowledged it.
 //
-// Delivery is at least once. A row published but not yet marked (relay crash, failed commit)
-// is published again on the next pass; JetStream's duplicate window (natsx.DuplicateWindow)
+// Delivery is at least once. A row published but not yet passed by the relay's cursor (relay
+// crash, failed commit) is published again on the next pass; JetStream's duplicate window (natsx.DuplicateWindow)
 // absorbs that, and consumers' inbox absorbs anything later.
 //
 // Order: the relay reads only rows whose transaction is older than every transaction still

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,7 +93,14 @@ func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) []*jetstrea
 
 func pendingCount(t *testing.T, pool *pgxpool.Pool) int {
 	var n int
-	assert.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n))
+	assert.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_unpublished`).Scan(&n))
+	return n
+}
+
+func publishedCount(t *testing.T, pool *pgxpool.Pool) int {
+	var n int
+	assert.NoError(t, pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM outbox_unpublished u WHERE u.id = o.id)`).Scan(&n))
 	return n
 }
 
@@ -279,9 +288,7 @@ func TestNotMissingMessages(t *testing.T) {
 	require.NotEmpty(t, rolledBack)
 
 	require.Eventually(t, func() bool {
-		var published int
-		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL`).Scan(&published)
-		return assert.NoError(t, err) && published == len(committed)
+		return publishedCount(t, e.pool) == len(committed)
 	}, 30*time.Second, 20*time.Millisecond, "not every committed row was published")
 	stopRelay()
 
@@ -404,35 +411,43 @@ func TestRelayKilledMidBatchThenRestartedPublishesEverything(t *testing.T) {
 	}
 }
 
+// TestCleanupDeletesOldPublishedRowsOnly: of the rows written before Retention, the published
+// one goes; the one JetStream refused (in outbox_retry) and the pending one stay, and so does
+// every row written since.
 func TestCleanupDeletesOldPublishedRowsOnly(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{Retention: 24 * time.Hour})
-	write(t, e.pool, msg("old"), msg("recent"))
-	publishAll(t, relay, e.pool)
+	refused := msg("refused")
+	refused.Subject = "nowhere.refused"
+	write(t, e.pool, msg("old"), refused)
+	_, err := relay.PublishPending(ctx)
+	require.Error(t, err, "the refused row")
 	write(t, e.pool, msg("pending"))
-	_, err := e.pool.Exec(ctx, `UPDATE outbox SET published_at = now() - interval '2 days' WHERE event_id = 'old'`)
+	write(t, e.pool, msg("recent"))
+	_, err = e.pool.Exec(ctx, `UPDATE outbox SET created_at = now() - interval '2 days' WHERE event_id <> 'recent'`)
 	require.NoError(t, err)
 
 	n, err := relay.Cleanup(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
-	var left []string
 	rows, err := e.pool.Query(ctx, `SELECT event_id FROM outbox ORDER BY id`)
 	require.NoError(t, err)
-	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	assert.Equal(t, []string{"recent", "pending"}, left)
+	assert.Equal(t, []string{"refused", "pending", "recent"}, left)
 }
 
 // TestCleanupCatchesUpABacklog: a backlog of old published rows larger than one statement
-// deletes is gone after one Cleanup; younger and pending rows stay.
+// deletes is gone after one Cleanup; younger and pending rows stay. The backlog's rows were
+// marked published by a relay of a release before the cursor (migration 00003): they go too.
 func TestCleanupCatchesUpABacklog(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 	relay := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{Retention: 24 * time.Hour})
-	_, err := e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, published_at)
-		SELECT 'old-' || i, 'test.old', '{}', now() - interval '2 days' FROM generate_series(1, 25000) AS i`)
+	_, err := e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, created_at, published_at)
+		SELECT 'old-' || i, 'test.old', '{}', now() - interval '2 days', now() - interval '2 days'
+		  FROM generate_series(1, 25000) AS i`)
 	require.NoError(t, err)
 	write(t, e.pool, msg("pending"))
 	_, err = e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, published_at) VALUES ('recent', 'test.recent', '{}', now())`)
@@ -487,4 +502,45 @@ func TestARowThatCannotBePublishedDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.Equal(t, 50, n, "every other row is published in the same call")
 	assert.Equal(t, 1, pendingCount(t, e.pool), "the stray row stays pending, retried on every pass")
 	assert.Len(t, streamMsgs(t, e.js, natsx.StreamOrder), 50)
+
+	// Once a stream takes it, the next pass publishes it, and nothing is retried after that.
+	_, err = e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "NOWHERE", Subjects: []string{"nowhere.>"}})
+	require.NoError(t, err)
+	n, err = r.PublishPending(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, pendingCount(t, e.pool))
+	assert.Len(t, streamMsgs(t, e.js, "NOWHERE"), 1)
+	n, err = r.PublishPending(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, n, "published once")
+}
+
+// TestRowsMarkedByAnEarlierRelayAreNotPublishedAgain: the database of a release before the
+// relay's cursor (outbox migrations 1 and 2), its relay having marked one row published and not
+// yet the other; after migration 3 the relay publishes only the other. Rows written after
+// the migration follow it.
+func TestRowsMarkedByAnEarlierRelayAreNotPublishedAgain(t *testing.T) {
+	ctx := context.Background()
+	before := fstest.MapFS{}
+	for _, name := range []string{"00001_outbox.sql", "00002_no_notify.sql"} {
+		b, err := fs.ReadFile(outbox.Schema.FS, name)
+		require.NoError(t, err)
+		before[name] = &fstest.MapFile{Data: b}
+	}
+	pool, _ := pgtest.New(t, postgres.Schema{Name: outbox.Schema.Name, FS: before})
+	e := setup(t)
+	write(t, pool, msg("marked"), msg("pending"))
+	_, err := pool.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE event_id = 'marked'`)
+	require.NoError(t, err)
+
+	require.NoError(t, postgres.Migrate(ctx, pool, outbox.Schema))
+	write(t, pool, msg("after"))
+	r := outbox.NewRelay(pool, e.js, outbox.RelayOptions{})
+	assert.Equal(t, 2, publishAll(t, r, pool))
+	var ids []string
+	for _, m := range streamMsgs(t, e.js, natsx.StreamOrder) {
+		ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
+	}
+	assert.Equal(t, []string{"pending", "after"}, ids)
 }

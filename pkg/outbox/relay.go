@@ -26,8 +26,8 @@ type RelayOptions struct {
 	// MaxBackoff caps the wait after consecutive failed passes (the wait doubles from
 	// PollInterval). Default 5s.
 	MaxBackoff time.Duration
-	// Retention is how long published rows are kept (for audit and replay) before Run deletes
-	// them. Default 7 days; negative keeps them forever.
+	// Retention is how long published rows are kept after they were written (for audit and
+	// replay) before Run deletes them. Default 7 days; negative keeps them forever.
 	Retention time.Duration
 	// PassTimeout bounds one pass (read, publish, mark, commit). A pass stuck on a database
 	// connection that will never answer fails and the next one starts on a fresh connection,
@@ -135,10 +135,10 @@ func (r *Relay) Run(ctx context.Context) error {
 // PublishPending publishes every row that is committed and eligible now (see the package
 // documentation), batch by batch, and returns how many it published. It returns 0 at once
 // when another relay is publishing. On error, the rows of the failed batch that JetStream
-// acknowledged are still marked, and the others stay pending. A batch that published some of
-// its rows is progress: the next batch follows (the failed rows are read again in it), so a
-// row JetStream refuses every time does not hold back the rows behind it (review F17); the
-// first error is returned at the end.
+// acknowledged are published for good, and the others stay pending (those it refused in
+// outbox_retry, read first on every pass). A batch that published some of its rows is
+// progress: the next batch follows, so a row JetStream refuses every time does not hold back
+// the rows behind it (review F17); the first error is returned at the end.
 func (r *Relay) PublishPending(ctx context.Context) (int, error) {
 	return r.publishPending(ctx, false)
 }
@@ -172,6 +172,8 @@ const lockKey int64 = 0x6f7574626f78 // "outbox"
 
 type row struct {
 	id      int64
+	txid    string // xid8, as text
+	retry   bool   // in outbox_retry: at or below the cursor, refused before
 	eventID string
 	subject string
 	data    []byte
@@ -179,10 +181,11 @@ type row struct {
 }
 
 // pass publishes one batch in one transaction: lock, read, publish and wait for the acks,
-// mark, commit. The rows stay pending until the commit, so a crash anywhere leaves them to be
-// published again. The advisory lock, held until the commit, is what keeps another relay off
-// them: the rows themselves are not locked (a FOR UPDATE wrote a lock record per row to the
-// WAL, three per order end to end, and guarded nothing the advisory lock does not).
+// move the cursor past the rows it tried (the refused ones into outbox_retry, the retried
+// ones that went out out of it), commit. Nothing moves until the commit, so a crash anywhere
+// leaves the rows to be published again. The advisory lock, held until the commit, is what
+// keeps another relay off them: the rows themselves are neither locked nor updated (a mark
+// per row was an update that could not be HOT, and a FOR UPDATE a lock record per row).
 func (r *Relay) pass(ctx context.Context, waitTurn bool) (read, n int, err error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
@@ -193,33 +196,86 @@ func (r *Relay) pass(ctx context.Context, waitTurn bool) (read, n int, err error
 			err = errors.Join(err, fmt.Errorf("outbox pass: rollback: %w", rbErr))
 		}
 	}()
-	if waitTurn {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey); err != nil {
-			return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
-		}
-	} else {
-		var leader bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&leader); err != nil {
-			return 0, 0, fmt.Errorf("outbox pass: lock: %w", err)
-		}
-		if !leader {
-			return 0, 0, errNotLeader
-		}
+	cur, err := lockAndPlace(ctx, tx, waitTurn)
+	if err != nil {
+		return 0, 0, err
 	}
-	rows, err := r.read(ctx, tx)
+	rows, err := r.read(ctx, tx, cur)
 	if err != nil || len(rows) == 0 {
 		return 0, 0, err
 	}
-	published, pubErr := r.publish(ctx, rows)
-	if len(published) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY($1)`, published); err != nil {
-			return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: mark published: %w", err))
+	acked, pubErr := r.publish(ctx, rows)
+	if m := markOf(rows, acked); m.moves() {
+		if err := m.save(ctx, tx); err != nil {
+			return len(rows), 0, errors.Join(pubErr, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: commit: %w", err))
 		}
 	}
-	return len(rows), len(published), pubErr
+	return len(rows), countTrue(acked), pubErr
+}
+
+// mark is what a pass changes: the cursor's new place (txid "" when no row above it was
+// tried), the retried rows that went out, and the rows above the cursor that were refused.
+type mark struct {
+	txid    string
+	id      int64
+	sent    []int64
+	refused []int64
+}
+
+// markOf reads the outcome of a pass: acked[i] for rows[i], shorter than rows when publishing
+// stopped early (the rows after it were not tried and stay above the cursor).
+func markOf(rows []row, acked []bool) mark {
+	var m mark
+	for i, ok := range acked {
+		x := rows[i]
+		switch {
+		case x.retry && ok:
+			m.sent = append(m.sent, x.id)
+		case x.retry:
+		default:
+			m.txid, m.id = x.txid, x.id
+			if !ok {
+				m.refused = append(m.refused, x.id)
+			}
+		}
+	}
+	return m
+}
+
+func (m mark) moves() bool { return m.txid != "" || len(m.sent) > 0 }
+
+// save writes m in tx, in one statement.
+func (m mark) save(ctx context.Context, tx pgx.Tx) error {
+	if m.sent == nil {
+		m.sent = []int64{}
+	}
+	if m.refused == nil {
+		m.refused = []int64{}
+	}
+	_, err := tx.Exec(ctx, `
+		WITH moved AS (
+		       UPDATE outbox_cursor SET txid = $1::xid8, id = $2 WHERE $1 <> ''),
+		     sent AS (
+		       DELETE FROM outbox_retry WHERE id = ANY($3))
+		INSERT INTO outbox_retry (id) SELECT unnest($4::bigint[]) ON CONFLICT DO NOTHING`,
+		m.txid, m.id, m.sent, m.refused)
+	if err != nil {
+		return fmt.Errorf("outbox pass: move the cursor: %w", err)
+	}
+	return nil
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // horizon is the oldest transaction still running that may belong to this database (as an
@@ -241,18 +297,72 @@ const horizon = `
 		         pg_snapshot_xmax(snap.s))
 		  FROM (SELECT pg_current_snapshot() AS s) AS snap`
 
-func (r *Relay) read(ctx context.Context, tx pgx.Tx) ([]row, error) {
+// place is where the relay stands: the cursor, and whether any row waits in outbox_retry.
+type place struct {
+	txid    string // xid8, as text
+	id      int64
+	retries bool
+}
+
+// lockAndPlace takes the relays' advisory lock, waiting for it with waitTurn and otherwise
+// returning errNotLeader when another relay holds it, and reads the relay's place, in one
+// round trip. The place is read by the statement after the lock's, so it is what the last
+// relay to hold the lock committed.
+func lockAndPlace(ctx context.Context, tx pgx.Tx, waitTurn bool) (place, error) {
+	lock := `SELECT pg_try_advisory_xact_lock($1)`
+	if waitTurn {
+		lock = `SELECT true FROM pg_advisory_xact_lock($1)`
+	}
+	var leader bool
+	var p place
+	var b pgx.Batch
+	b.Queue(lock, lockKey).QueryRow(func(r pgx.Row) error { return r.Scan(&leader) })
+	b.Queue(`SELECT c.txid::text, c.id, EXISTS (SELECT 1 FROM outbox_retry) FROM outbox_cursor c`).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&p.txid, &p.id, &p.retries) })
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return place{}, fmt.Errorf("outbox pass: lock: %w", err)
+	}
+	if !leader {
+		return place{}, errNotLeader
+	}
+	return p, nil
+}
+
+// read returns the rows of one batch: those in outbox_retry first (rare: JetStream refused
+// them), then the rows above the cursor in the relay's order, below the horizon. Rows a relay
+// of an earlier release marked published are not above the cursor's (migration 00003); a
+// retried one it marked is published again, which the duplicate window absorbs.
+func (r *Relay) read(ctx context.Context, tx pgx.Tx, p place) ([]row, error) {
+	var out []row
+	if p.retries {
+		rs, err := tx.Query(ctx, `
+			SELECT o.id, o.txid::text, true, o.event_id, o.subject, o.data, o.headers
+			  FROM (SELECT id FROM outbox_retry ORDER BY id LIMIT $1) r,
+			       LATERAL (SELECT * FROM outbox o WHERE o.id = r.id OFFSET 0) o
+			 ORDER BY o.id`, r.opts.BatchSize)
+		if out, err = collect(rs, err); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) >= r.opts.BatchSize {
+		return out, nil
+	}
 	rs, err := tx.Query(ctx, `
-		SELECT id, event_id, subject, data, headers FROM outbox
-		WHERE published_at IS NULL AND txid < (`+horizon+`)
-		ORDER BY txid, id
-		LIMIT $1`, r.opts.BatchSize)
+		SELECT id, txid::text, false, event_id, subject, data, headers FROM outbox
+		 WHERE published_at IS NULL AND (txid, id) > ($1::xid8, $2::bigint) AND txid < (`+horizon+`)
+		 ORDER BY txid, id
+		 LIMIT $3`, p.txid, p.id, r.opts.BatchSize-len(out))
+	above, err := collect(rs, err)
+	return append(out, above...), err
+}
+
+func collect(rs pgx.Rows, err error) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox pass: read: %w", err)
 	}
 	out, err := pgx.CollectRows(rs, func(rr pgx.CollectableRow) (row, error) {
 		var x row
-		err := rr.Scan(&x.id, &x.eventID, &x.subject, &x.data, &x.headers)
+		err := rr.Scan(&x.id, &x.txid, &x.retry, &x.eventID, &x.subject, &x.data, &x.headers)
 		return x, err
 	})
 	if err != nil {
@@ -261,10 +371,11 @@ func (r *Relay) read(ctx context.Context, tx pgx.Tx) ([]row, error) {
 	return out, nil
 }
 
-// publish sends rows asynchronously, in order, and waits for every ack. It returns the ids of
-// the rows JetStream stored (a duplicate counts: the event is in the stream) and the first
+// publish sends rows asynchronously, in order, and waits for every ack. It returns for each
+// row it sent whether JetStream stored it (a duplicate counts: the event is in the stream) —
+// fewer than rows when a send failed, since the rows after it were not sent — and the first
 // error.
-func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
+func (r *Relay) publish(ctx context.Context, rows []row) ([]bool, error) {
 	futures := make([]jetstream.PubAckFuture, 0, len(rows))
 	spans := make([]trace.Span, 0, len(rows))
 	var sendErr error
@@ -284,12 +395,12 @@ func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 		}
 		futures, spans = append(futures, f), append(spans, span)
 	}
-	published := make([]int64, 0, len(futures))
+	acked := make([]bool, len(futures))
 	var ackErr error
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
-			published = append(published, rows[i].id)
+			acked[i] = true
 			endSend(spans[i], nil)
 		case err := <-f.Err():
 			if ackErr == nil {
@@ -303,7 +414,7 @@ func (r *Relay) publish(ctx context.Context, rows []row) ([]int64, error) {
 			return nil, fmt.Errorf("outbox publish: %w", ctx.Err())
 		}
 	}
-	return published, errors.Join(ackErr, sendErr)
+	return acked, errors.Join(ackErr, sendErr)
 }
 
 // cleanUp runs Cleanup at once and then every cleanupEvery, until ctx is done.
@@ -329,8 +440,12 @@ func (r *Relay) cleanUp(ctx context.Context) {
 // transactions, never one long DELETE holding back the relays of the whole server.
 const cleanupChunk = 10000
 
-// Cleanup deletes the published rows older than Retention, cleanupChunk at a time until none
-// is left, and returns how many. It does nothing when Retention is negative.
+// Cleanup deletes the published rows written more than Retention ago, cleanupChunk at a time
+// until none is left, and returns how many. It does nothing when Retention is negative.
+//
+// It walks the primary key from the oldest row up to the first one written within Retention,
+// so a run with nothing to delete reads a row or two: ids grow with time, and nothing but the
+// primary key would find the old rows now that a published row is no longer updated.
 func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	if r.opts.Retention < 0 {
 		return 0, nil
@@ -339,7 +454,14 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	for {
 		tag, err := r.pool.Exec(ctx, `
 			DELETE FROM outbox WHERE id IN (
-				SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`,
+				SELECT o.id FROM outbox_cursor c, outbox o
+				 WHERE o.id < coalesce((SELECT y.id FROM outbox y WHERE y.created_at >= now() - $1::interval
+				                         ORDER BY y.id LIMIT 1), 9223372036854775807)
+				   AND o.created_at < now() - $1::interval
+				   AND (o.published_at IS NOT NULL OR (o.txid, o.id) <= (c.txid, c.id))
+				   AND NOT EXISTS (SELECT 1 FROM outbox_retry x WHERE x.id = o.id)
+				 ORDER BY o.id
+				 LIMIT $2)`,
 			r.opts.Retention, cleanupChunk)
 		if err != nil {
 			return total, fmt.Errorf("outbox cleanup: %w", err)

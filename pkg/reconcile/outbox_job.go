@@ -61,7 +61,7 @@ func OutboxJob(pool *pgxpool.Pool, js jetstream.JetStream, o OutboxOptions) Job 
 func stuckRows(ctx context.Context, pool *pgxpool.Pool, o OutboxOptions, mode Mode, res *Result) error {
 	var total int
 	var oldest *time.Time
-	if err := pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM outbox WHERE published_at IS NULL AND created_at < now() - $1::interval`,
+	if err := pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM outbox_unpublished WHERE created_at < now() - $1::interval`,
 		o.Age).Scan(&total, &oldest); err != nil {
 		return fmt.Errorf("stuck outbox rows: %w", err)
 	}
@@ -69,7 +69,7 @@ func stuckRows(ctx context.Context, pool *pgxpool.Pool, o OutboxOptions, mode Mo
 	if total == 0 {
 		return nil
 	}
-	rows, err := pool.Query(ctx, `SELECT event_id, subject, created_at FROM outbox WHERE published_at IS NULL AND created_at < now() - $1::interval
+	rows, err := pool.Query(ctx, `SELECT event_id, subject, created_at FROM outbox_unpublished WHERE created_at < now() - $1::interval
 		ORDER BY id LIMIT $2`, o.Age, maxListed)
 	if err != nil {
 		return fmt.Errorf("stuck outbox rows: %w", err)
@@ -95,7 +95,8 @@ func stuckRows(ctx context.Context, pool *pgxpool.Pool, o OutboxOptions, mode Mo
 		if _, err := o.Publish(ctx); err != nil {
 			repairErr = err.Error()
 		}
-		done, err := pool.Query(ctx, `SELECT event_id FROM outbox WHERE event_id = ANY($1) AND published_at IS NOT NULL`, ids)
+		done, err := pool.Query(ctx, `SELECT o.event_id FROM outbox o WHERE o.event_id = ANY($1)
+			AND NOT EXISTS (SELECT 1 FROM outbox_unpublished u WHERE u.id = o.id)`, ids)
 		if err != nil {
 			return fmt.Errorf("stuck outbox rows: %w", err)
 		}

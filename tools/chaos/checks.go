@@ -325,7 +325,7 @@ func (r *runner) published(ctx context.Context, d *databases) (int, error) {
 		pending = 0
 		for _, c := range []*pgx.Conn{d.order, d.stock, d.payment, d.timeout} {
 			var n int
-			if err := c.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+			if err := c.QueryRow(ctx, `SELECT count(*) FROM outbox_unpublished`).Scan(&n); err != nil {
 				return 0, err
 			}
 			pending += n

@@ -94,7 +94,7 @@ func (s *system) settle() {
 	natstest.WaitSettled(s.t, s.js, natsx.StreamPayment, consumers.RefundRequested)
 	require.Eventually(s.t, func() bool {
 		var pending int
-		require.NoError(s.t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&pending))
+		require.NoError(s.t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_unpublished`).Scan(&pending))
 		return pending == 0
 	}, 10*time.Second, 10*time.Millisecond, "the relay published every outbox row")
 }
