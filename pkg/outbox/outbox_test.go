@@ -516,6 +516,27 @@ func TestARowThatCannotBePublishedDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.Zero(t, n, "published once")
 }
 
+// TestTheCursorFollowsTransactionIDsAsNumbers: rows whose transaction ids cross a power of ten
+// (9, 10, 11, …, 101) are published once each, in that order, in batches of two — as text,
+// "10" < "9", and a cursor moved past "11" would leave 9 behind for good.
+func TestTheCursorFollowsTransactionIDsAsNumbers(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	txids := []int{101, 9, 100, 11, 10, 99}
+	for _, x := range txids {
+		_, err := e.pool.Exec(ctx, `INSERT INTO outbox (event_id, subject, data, txid) VALUES ($1, $2, '{}', $3::text::xid8)`,
+			fmt.Sprintf("tx-%d", x), events.SubjectOrderCreated, strconv.Itoa(x))
+		require.NoError(t, err)
+	}
+	r := outbox.NewRelay(e.pool, e.js, outbox.RelayOptions{BatchSize: 2})
+	assert.Equal(t, len(txids), publishAll(t, r, e.pool))
+	var ids []string
+	for _, m := range streamMsgs(t, e.js, natsx.StreamOrder) {
+		ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
+	}
+	assert.Equal(t, []string{"tx-9", "tx-10", "tx-11", "tx-99", "tx-100", "tx-101"}, ids)
+}
+
 // TestRowsMarkedByAnEarlierRelayAreNotPublishedAgain: the database of a release before the
 // relay's cursor (outbox migrations 1 and 2), its relay having marked one row published and not
 // yet the other; after migration 3 the relay publishes only the other. Rows written after

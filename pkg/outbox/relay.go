@@ -336,7 +336,7 @@ func (r *Relay) read(ctx context.Context, tx pgx.Tx, p place) ([]row, error) {
 	var out []row
 	if p.retries {
 		rs, err := tx.Query(ctx, `
-			SELECT o.id, o.txid::text, true, o.event_id, o.subject, o.data, o.headers
+			SELECT o.id, o.txid::text AS txid_text, true, o.event_id, o.subject, o.data, o.headers
 			  FROM (SELECT id FROM outbox_retry ORDER BY id LIMIT $1) r,
 			       LATERAL (SELECT * FROM outbox o WHERE o.id = r.id OFFSET 0) o
 			 ORDER BY o.id`, r.opts.BatchSize)
@@ -347,8 +347,9 @@ func (r *Relay) read(ctx context.Context, tx pgx.Tx, p place) ([]row, error) {
 	if len(out) >= r.opts.BatchSize {
 		return out, nil
 	}
+	// txid_text, not txid: ORDER BY txid would sort by an output column so named, as text.
 	rs, err := tx.Query(ctx, `
-		SELECT id, txid::text, false, event_id, subject, data, headers FROM outbox
+		SELECT id, txid::text AS txid_text, false, event_id, subject, data, headers FROM outbox
 		 WHERE published_at IS NULL AND (txid, id) > ($1::xid8, $2::bigint) AND txid < (`+horizon+`)
 		 ORDER BY txid, id
 		 LIMIT $3`, p.txid, p.id, r.opts.BatchSize-len(out))
