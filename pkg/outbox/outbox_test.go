@@ -516,6 +516,60 @@ func TestARowThatCannotBePublishedDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.Zero(t, n, "published once")
 }
 
+// statements records the SQL of every statement a pool sends.
+type statements struct {
+	mu   sync.Mutex
+	sqls []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sqls = append(s.sqls, d.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sqls
+	s.sqls = nil
+	return out
+}
+
+// TestAPollWithNothingToPublishIsOneStatement: at rest every poll finds nothing; it asks once,
+// outside a transaction, and opens none. With a row waiting, the pass runs.
+func TestAPollWithNothingToPublishIsOneStatement(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	_, url := pgtest.New(t, outbox.Schema)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	seen := &statements{}
+	cfg.ConnConfig.Tracer = seen
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	r := outbox.NewRelay(pool, e.js, outbox.RelayOptions{})
+
+	seen.take()
+	n, err := r.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	sqls := seen.take()
+	require.Len(t, sqls, 1, "one statement: %q", sqls)
+	assert.Contains(t, sqls[0], "outbox_unpublished")
+
+	write(t, pool, msg("one"))
+	seen.take()
+	n, err = r.PublishPending(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Contains(t, seen.take(), "begin", "a pass, in a transaction")
+}
+
 // TestTheCursorFollowsTransactionIDsAsNumbers: rows whose transaction ids cross a power of ten
 // (9, 10, 11, …, 101) are published once each, in that order, in batches of two — as text,
 // "10" < "9", and a cursor moved past "11" would leave 9 behind for good.
