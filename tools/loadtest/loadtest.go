@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	startAt := time.Now()
 	walFrom, walErr := walLSN(ctx, cfg.DatabaseURL)
 	vacFrom, vacErr := autovacuums(ctx, cfg.DatabaseURL)
+	pgFrom, pgErr := pgSample(ctx, cfg.DatabaseURL)
 	fmt.Fprintf(progress, "loadtest: %d orders/s for %s on %s (%d available)\n", cfg.Rate, cfg.Duration, cfg.SKU, r.Before.Available)
 	accepted := attack(ctx, cfg, r, runID, progress)
 
@@ -161,6 +162,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		}
 		end, endAt := quiet(ctx, cfg.Procs, idleRate)
 		r.CPU, r.CPUWindow = uses(cfg.Procs, start, end), endAt.Sub(startAt)
+		if r.PGSharesErr = pgErr; pgErr == nil {
+			var pgTo map[int]pgProc
+			if pgTo, r.PGSharesErr = pgSample(ctx, cfg.DatabaseURL); r.PGSharesErr == nil {
+				r.PGShares = pgShares(pgFrom, pgTo)
+			}
+		}
 		for i := range r.CPU {
 			if cfg.Idle > 0 && idle[i].Note == "" {
 				r.CPU[i].IdleMsPerSec = idle[i].Ms / cfg.Idle.Seconds()

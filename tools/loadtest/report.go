@@ -55,6 +55,10 @@ type Report struct {
 	// in every database of the server: PostgreSQL's CPU per order moves with them.
 	Autovacuums    int64
 	AutovacuumsErr error
+	// PGShares splits PostgreSQL's CPU time over the same window by database (client
+	// backends) and by background process, for a server on this machine.
+	PGShares    []PGShare
+	PGSharesErr error
 
 	Checks []Check
 }
@@ -270,6 +274,7 @@ func (r *Report) writeCPU(b *strings.Builder) {
 	} else {
 		fmt.Fprintf(b, "  PostgreSQL autovacuum: %d table runs (vacuum or analyze) finished in the window; its CPU is in PostgreSQL's figure\n", r.Autovacuums)
 	}
+	r.writePGShares(b)
 	if !ok {
 		return
 	}
@@ -280,6 +285,27 @@ func (r *Report) writeCPU(b *strings.Builder) {
 		fmt.Fprintf(b, "  at %.3f above rest, after %.0f ms/s at rest: (%d − %.0f) ÷ %.3f = %.0f orders/s\n",
 			perAbove, idle, cores*1000, idle, perAbove, ordersPerSecOn(cores, idle, perAbove))
 	}
+}
+
+// writePGShares prints PostgreSQL's CPU per order by database and background process.
+func (r *Report) writePGShares(b *strings.Builder) {
+	if r.PGSharesErr != nil {
+		fmt.Fprintf(b, "  PostgreSQL by process: not measured (%v)\n", r.PGSharesErr)
+		return
+	}
+	if len(r.PGShares) == 0 || r.Accepted <= 0 {
+		return
+	}
+	parts := make([]string, 0, len(r.PGShares))
+	sum := 0.0
+	for _, s := range r.PGShares {
+		per, _ := perOrder(s.Ms, r.Accepted)
+		parts = append(parts, fmt.Sprintf("%s %.3f", s.Group, per))
+		sum += s.Ms
+	}
+	all, _ := perOrder(sum, r.Accepted)
+	fmt.Fprintf(b, "  PostgreSQL by process, ms per order: %s (%.3f in all; the rest of its figure is processes that ended in the window, autovacuum workers among them)\n",
+		strings.Join(parts, ", "), all)
 }
 
 func pid(p int) string {
