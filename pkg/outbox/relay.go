@@ -29,9 +29,9 @@ type RelayOptions struct {
 	// Retention is how long published rows are kept after they were written (for audit and
 	// replay) before Run deletes them. Default 7 days; negative keeps them forever.
 	Retention time.Duration
-	// PassTimeout bounds one pass (read, publish, mark, commit). A pass stuck on a database
-	// connection that will never answer fails and the next one starts on a fresh connection,
-	// instead of stopping the relay. Default 30s.
+	// PassTimeout bounds one pass (read, publish, move the cursor, commit). A pass stuck on a
+	// database connection that will never answer fails and the next one starts on a fresh
+	// connection, instead of stopping the relay. Default 30s.
 	PassTimeout time.Duration
 	// Logger receives failures and cleanup results. Default slog.Default().
 	Logger *slog.Logger
