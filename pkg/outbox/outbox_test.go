@@ -516,7 +516,7 @@ func TestARowThatCannotBePublishedDoesNotHoldBackTheOthers(t *testing.T) {
 	assert.Zero(t, n, "published once")
 }
 
-// statements records the SQL of every statement a pool sends.
+// statements records the SQL of every statement a pool sends, alone or in a batch.
 type statements struct {
 	mu   sync.Mutex
 	sqls []string
@@ -530,6 +530,18 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sqls = append(s.sqls, d.SQL)
+}
+
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func (s *statements) take() []string {
 	s.mu.Lock()
@@ -567,7 +579,8 @@ func TestAPollWithNothingToPublishIsOneStatement(t *testing.T) {
 	n, err = r.PublishPending(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	assert.Contains(t, seen.take(), "begin", "a pass, in a transaction")
+	sqls = seen.take()
+	assert.Contains(t, sqls, "begin", "a pass, in a transaction: %q", sqls)
 }
 
 // TestTheCursorFollowsTransactionIDsAsNumbers: rows whose transaction ids cross a power of ten

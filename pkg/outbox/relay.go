@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stockflow/stockflow/pkg/postgres"
 )
 
 // RelayOptions configures a Relay. Zero values take the documented defaults.
@@ -205,31 +207,27 @@ type row struct {
 // keeps another relay off them: the rows themselves are neither locked nor updated (a mark
 // per row was an update that could not be HOT, and a FOR UPDATE a lock record per row).
 func (r *Relay) pass(ctx context.Context, waitTurn bool) (read, n int, err error) {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("outbox pass: begin: %w", err)
-	}
-	defer func() {
-		if rbErr := tx.Rollback(context.WithoutCancel(ctx)); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-			err = errors.Join(err, fmt.Errorf("outbox pass: rollback: %w", rbErr))
+	var rows []row
+	var acked []bool
+	var pubErr error
+	// The BEGIN goes with the lock, the cursor's move with the COMMIT: three round trips.
+	err = postgres.InTxBatch(ctx, r.pool, func(tx pgx.Tx, last *pgx.Batch) error {
+		cur, err := lockAndPlace(ctx, tx, waitTurn)
+		if err != nil {
+			return err
 		}
-	}()
-	cur, err := lockAndPlace(ctx, tx, waitTurn)
-	if err != nil {
+		if rows, err = r.read(ctx, tx, cur); err != nil || len(rows) == 0 {
+			return err
+		}
+		acked, pubErr = r.publish(ctx, rows)
+		markOf(rows, acked).queue(last)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotLeader):
 		return 0, 0, err
-	}
-	rows, err := r.read(ctx, tx, cur)
-	if err != nil || len(rows) == 0 {
-		return 0, 0, err
-	}
-	acked, pubErr := r.publish(ctx, rows)
-	if m := markOf(rows, acked); m.moves() {
-		if err := m.save(ctx, tx); err != nil {
-			return len(rows), 0, errors.Join(pubErr, err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: commit: %w", err))
-		}
+	case err != nil:
+		return len(rows), 0, errors.Join(pubErr, fmt.Errorf("outbox pass: %w", err))
 	}
 	return len(rows), countTrue(acked), pubErr
 }
@@ -248,12 +246,10 @@ type mark struct {
 func markOf(rows []row, acked []bool) mark {
 	var m mark
 	for i, ok := range acked {
-		x := rows[i]
-		switch {
+		switch x := rows[i]; {
 		case x.retry && ok:
 			m.sent = append(m.sent, x.id)
-		case x.retry:
-		default:
+		case !x.retry:
 			m.txid, m.id = x.txid, x.id
 			if !ok {
 				m.refused = append(m.refused, x.id)
@@ -263,27 +259,17 @@ func markOf(rows []row, acked []bool) mark {
 	return m
 }
 
-func (m mark) moves() bool { return m.txid != "" || len(m.sent) > 0 }
-
-// save writes m in tx, in one statement.
-func (m mark) save(ctx context.Context, tx pgx.Tx) error {
-	if m.sent == nil {
-		m.sent = []int64{}
+// queue puts on b the statements m needs, usually the cursor's move alone.
+func (m mark) queue(b *pgx.Batch) {
+	if m.txid != "" {
+		b.Queue(`UPDATE outbox_cursor SET txid = $1::xid8, id = $2`, m.txid, m.id)
 	}
-	if m.refused == nil {
-		m.refused = []int64{}
+	if len(m.sent) > 0 {
+		b.Queue(`DELETE FROM outbox_retry WHERE id = ANY($1)`, m.sent)
 	}
-	_, err := tx.Exec(ctx, `
-		WITH moved AS (
-		       UPDATE outbox_cursor SET txid = $1::xid8, id = $2 WHERE $1 <> ''),
-		     sent AS (
-		       DELETE FROM outbox_retry WHERE id = ANY($3))
-		INSERT INTO outbox_retry (id) SELECT unnest($4::bigint[]) ON CONFLICT DO NOTHING`,
-		m.txid, m.id, m.sent, m.refused)
-	if err != nil {
-		return fmt.Errorf("outbox pass: move the cursor: %w", err)
+	if len(m.refused) > 0 {
+		b.Queue(`INSERT INTO outbox_retry (id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING`, m.refused)
 	}
-	return nil
 }
 
 func countTrue(bs []bool) int {
@@ -338,7 +324,7 @@ func lockAndPlace(ctx context.Context, tx pgx.Tx, waitTurn bool) (place, error) 
 	b.Queue(`SELECT c.txid::text, c.id, EXISTS (SELECT 1 FROM outbox_retry) FROM outbox_cursor c`).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&p.txid, &p.id, &p.retries) })
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return place{}, fmt.Errorf("outbox pass: lock: %w", err)
+		return place{}, fmt.Errorf("lock: %w", err)
 	}
 	if !leader {
 		return place{}, errNotLeader
@@ -377,7 +363,7 @@ func (r *Relay) read(ctx context.Context, tx pgx.Tx, p place) ([]row, error) {
 
 func collect(rs pgx.Rows, err error) ([]row, error) {
 	if err != nil {
-		return nil, fmt.Errorf("outbox pass: read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	out, err := pgx.CollectRows(rs, func(rr pgx.CollectableRow) (row, error) {
 		var x row
@@ -385,7 +371,7 @@ func collect(rs pgx.Rows, err error) ([]row, error) {
 		return x, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox pass: read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	return out, nil
 }
